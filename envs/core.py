@@ -1,0 +1,241 @@
+"""The Env protocol: a pgx-shaped template every game fills in.
+
+One call handles one game; callers `jax.vmap`. A game implements three hooks:
+
+  `_init(key) -> State`                 the initial position,
+  `_step(state, action, key) -> State`  a *legal* move by `state.current_player`,
+  `_observe(state) -> Array`            planes from the mover's point of view,
+
+and `Env.step` wraps `_step` once for all games:
+
+* stepping a finished game is a no-op with zero rewards;
+* an illegal (or out-of-range) action ends the game and the mover loses (-1 / +1);
+* `max_steps` (optional) ends a still-running game as a draw with `truncated=True`;
+* at a finished state the legal mask is all True, so nothing downstream divides by zero.
+
+Rewards are per player and for this step only: `rewards[p]` is what player `p` gets.
+Player 0 always moves first (black, X, goats); `current_player` is a colour.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+Array = jax.Array
+
+
+@struct.dataclass
+class State:
+    """One game. Every field has a fixed shape, so states stack and vmap.
+
+    `game` holds the game-specific pytree (a NamedTuple defined in the game's file).
+    """
+
+    current_player: Array  # int32[]       0 or 1: who moves now
+    observation: Array  # float32[H, W, C]  from `current_player`'s point of view
+    legal_action_mask: Array  # bool[A]
+    rewards: Array  # float32[2]            this step only, per player
+    terminated: Array  # bool[]
+    truncated: Array  # bool[]
+    step_count: Array  # int32[]         plies played so far
+    game: Any  # game-specific pytree
+
+    @property
+    def done(self) -> Array:
+        return self.terminated | self.truncated
+
+
+def make_state(game: Any, current_player, legal_action_mask) -> State:
+    """A fresh, unfinished state with an empty observation (the template fills it)."""
+    return State(
+        current_player=jnp.asarray(current_player, jnp.int32),
+        observation=jnp.zeros((), jnp.float32),
+        legal_action_mask=jnp.asarray(legal_action_mask, jnp.bool_),
+        rewards=jnp.zeros(2, jnp.float32),
+        terminated=jnp.asarray(False),
+        truncated=jnp.asarray(False),
+        step_count=jnp.asarray(0, jnp.int32),
+        game=game,
+    )
+
+
+def win_rewards(winner: Array) -> Array:
+    """float32[2] rewards for `winner` in {0, 1}; -1 (no winner) gives zeros."""
+    sign = jnp.where(winner == 0, 1.0, jnp.where(winner == 1, -1.0, 0.0))
+    return jnp.stack([sign, -sign]).astype(jnp.float32)
+
+
+def _where(cond: Array, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+class Env(abc.ABC):
+    """Static description of a game plus pure `init`/`step` (see module docstring).
+
+    Subclasses set `id`, `version`, `num_actions`, `observation_shape` and the hooks.
+    An Env holds only static configuration (no counters, no keys).
+    """
+
+    id: ClassVar[str]
+    version: ClassVar[str] = "v1"
+    num_players: ClassVar[int] = 2
+
+    num_actions: int
+    observation_shape: tuple[int, ...]
+    max_steps: int | None = None
+
+    # ------------------------------------------------------------------ pure API
+    def init(self, key: Array) -> State:
+        """Initial state of one game. The key is consumed (games may ignore it)."""
+        state = self._init(key)
+        return state.replace(observation=self._observe(state))
+
+    def step(self, state: State, action: Array, key: Array | None = None) -> State:
+        """Plays `action` for `state.current_player`. Pure; jittable; one game.
+
+        Args:
+          state: the current state (unbatched).
+          action: int32[] in [0, num_actions); anything illegal loses the game.
+          key: consumed by games with chance or random tie-breaks; may be None otherwise.
+        """
+        if key is None:
+            key = jax.random.PRNGKey(0)  # deterministic games ignore it
+        action = jnp.asarray(action, jnp.int32)
+        in_range = (action >= 0) & (action < self.num_actions)
+        safe_action = jnp.clip(action, 0, self.num_actions - 1)
+        is_legal = in_range & state.legal_action_mask[safe_action]
+        was_done = state.done
+
+        moved = self._step(state, safe_action, key)
+        moved = moved.replace(step_count=state.step_count + 1)
+        if self.max_steps is not None:
+            hit_limit = (moved.step_count >= self.max_steps) & ~moved.terminated
+            moved = moved.replace(
+                truncated=moved.truncated | hit_limit,
+                rewards=jnp.where(hit_limit, 0.0, moved.rewards),
+            )
+        mover = state.current_player
+        lost = state.replace(
+            rewards=-win_rewards(mover),  # the mover gets -1
+            terminated=jnp.asarray(True),
+            step_count=state.step_count + 1,
+        )
+        nxt = _where(is_legal, moved, lost)
+        nxt = nxt.replace(legal_action_mask=nxt.legal_action_mask | nxt.done)
+        nxt = nxt.replace(observation=self._observe(nxt))
+        frozen = state.replace(rewards=jnp.zeros_like(state.rewards))
+        return _where(was_done, frozen, nxt)
+
+    def symmetries(self, obs: Array, policy: Array) -> tuple[Array, Array]:
+        """All symmetric variants of one (observation, policy) pair.
+
+        Returns:
+          obs float32[S, H, W, C] and policy float32[S, A]; index 0 is the identity.
+        """
+        return obs[None], policy[None]
+
+    @property
+    def num_symmetries(self) -> int:
+        obs = jnp.zeros(self.observation_shape, jnp.float32)
+        pol = jnp.zeros(self.num_actions, jnp.float32)
+        return jax.eval_shape(self.symmetries, obs, pol)[1].shape[0]
+
+    # ------------------------------------------------------------ game hooks
+    @abc.abstractmethod
+    def _init(self, key: Array) -> State: ...
+
+    @abc.abstractmethod
+    def _step(self, state: State, action: Array, key: Array) -> State: ...
+
+    @abc.abstractmethod
+    def _observe(self, state: State) -> Array: ...
+
+    # ------------------------------------------------------------ host side
+    @abc.abstractmethod
+    def render(self, state: State) -> str:
+        """A text board a person can read, with coordinates (one game, host side)."""
+
+    @abc.abstractmethod
+    def action_to_str(self, action: int) -> str:
+        """The action in this game's notation."""
+
+    @abc.abstractmethod
+    def _parse(self, text: str) -> int:
+        """Text -> action index; raises ValueError saying what is accepted."""
+
+    def parse_action(self, text: str, state: State | None = None) -> int:
+        """Parses a move typed by a person; with `state`, also checks it is legal now.
+
+        Raises:
+          ValueError: with a message that says what was wrong and what is accepted.
+        """
+        if not isinstance(text, str):
+            raise ValueError(f"expected move text, got {type(text).__name__}")
+        action = self._parse(text.strip())
+        if state is not None:
+            if bool(np.asarray(state.done)):
+                raise ValueError("the game is over; no move is accepted")
+            if not bool(np.asarray(state.legal_action_mask)[action]):
+                raise ValueError(self._illegal_reason(state, action))
+        return action
+
+    def _illegal_reason(self, state: State, action: int) -> str:
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+        shown = ", ".join(self.action_to_str(int(a)) for a in legal[:12])
+        more = " ..." if len(legal) > 12 else ""
+        return f"{self.action_to_str(action)} is not legal here; legal moves: {shown}{more}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this env with `envs.make(id, **params)`."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------- shared helpers
+def dihedral_symmetries(obs: Array, policy: Array, height: int, width: int):
+    """The 8 transforms of the dihedral group D4 for a square board.
+
+    Args:
+      obs: float32[N, N, C].
+      policy: float32[N*N] with action = row * N + col.
+    Returns:
+      obs float32[8, N, N, C], policy float32[8, N*N]; index 0 is the identity.
+    """
+    assert height == width, "D4 symmetries need a square board"
+    grid = policy.reshape(height, width)
+    obs_out, pol_out = [], []
+    for flip in (False, True):
+        o, p = (obs[:, ::-1], grid[:, ::-1]) if flip else (obs, grid)
+        for k in range(4):
+            obs_out.append(jnp.rot90(o, k, axes=(0, 1)))
+            pol_out.append(jnp.rot90(p, k, axes=(0, 1)).reshape(-1))
+    return jnp.stack(obs_out), jnp.stack(pol_out)
+
+
+def point_name(row: int, col: int, height: int) -> str:
+    """Human coordinates: column letter (A.., skipping nothing), row number from the bottom."""
+    return f"{chr(ord('A') + col)}{height - row}"
+
+
+def parse_point(text: str, height: int, width: int) -> tuple[int, int]:
+    """'E5' -> (row, col) with row 0 at the top; raises ValueError with what is accepted."""
+    t = text.strip().upper()
+    last_col = chr(ord("A") + width - 1)
+    accepted = f"a column letter A-{last_col} then a row number 1-{height}, like A1 or {last_col}{height}"
+    if len(t) < 2 or not t[0].isalpha() or not t[1:].isdigit():
+        raise ValueError(f"cannot read {text!r} as a point: expected {accepted}")
+    col = ord(t[0]) - ord("A")
+    num = int(t[1:])
+    if not (0 <= col < width and 1 <= num <= height):
+        raise ValueError(f"{text!r} is off the board: expected {accepted}")
+    return height - num, col

@@ -1,0 +1,182 @@
+"""`api_test(env)`: the conformance check every environment must pass.
+
+It plays random games (legal and illegal moves) under `jit(vmap(...))` and checks the
+protocol in `envs/core.py`. Raises AssertionError with what went wrong.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.core import Env
+
+
+def _random_legal(key, mask):
+    """A uniformly random legal action per game. mask: bool[B, A] -> int32[B]."""
+    logits = jnp.where(mask, 0.0, -1e9)
+    return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
+def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) -> None:
+    """Checks `env` against the protocol.
+
+    Args:
+      env: the environment.
+      num_games: games played side by side (vmapped).
+      max_plies: plies per game before the check stops (games auto-end earlier).
+      seed: random seed.
+    """
+    key = jax.random.PRNGKey(seed)
+    init = jax.jit(jax.vmap(env.init))
+    step = jax.jit(jax.vmap(env.step))
+    A = env.num_actions
+
+    # --- static description
+    assert isinstance(env.id, str) and env.id, "env.id must be a non-empty string"
+    assert isinstance(env.num_actions, int) and env.num_actions > 0
+    assert env.num_players == 2
+
+    # --- init under jit and vmap, dtypes and shapes
+    key, sub = jax.random.split(key)
+    state = init(jax.random.split(sub, num_games))
+    B = num_games
+    assert state.current_player.shape == (B,) and state.current_player.dtype == jnp.int32
+    assert state.observation.shape == (B, *env.observation_shape), (
+        f"observation shape {state.observation.shape} != {(B, *env.observation_shape)}"
+    )
+    assert state.observation.dtype == jnp.float32
+    assert state.legal_action_mask.shape == (B, A) and state.legal_action_mask.dtype == jnp.bool_
+    assert state.rewards.shape == (B, 2) and state.rewards.dtype == jnp.float32
+    assert state.terminated.dtype == jnp.bool_ and state.truncated.dtype == jnp.bool_
+    assert state.step_count.dtype == jnp.int32
+    assert not np.any(state.done), "a fresh game is already over"
+    assert np.all(state.current_player == 0), "player 0 moves first"
+    assert np.all(state.legal_action_mask.any(-1)), "no legal move at the start"
+    single = jax.jit(env.init)(sub)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[0]), single,
+                 jax.tree.map(lambda x: x[:1], init(sub[None])))
+
+    # --- random play with occasional illegal moves
+    saw_done = False
+    for ply in range(max_plies):
+        key, k_act, k_ill, k_pick, k_step = jax.random.split(key, 5)
+        legal = _random_legal(k_act, state.legal_action_mask)
+        illegal_candidates = ~state.legal_action_mask
+        has_illegal = illegal_candidates.any(-1)
+        illegal = _random_legal(k_ill, illegal_candidates)
+        use_illegal = has_illegal & (jax.random.uniform(k_pick, (B,)) < 0.03)
+        action = jnp.where(use_illegal, illegal, legal)
+        prev = state
+        state = step(state, action, jax.random.split(k_step, B))
+        _check_transition(env, prev, action, state, use_illegal)
+        saw_done |= bool(np.any(state.done))
+        if np.all(state.done):
+            break
+    assert saw_done or max_plies < 10, "no game ended; is termination implemented?"
+
+    # --- out-of-range actions are illegal too
+    state0 = init(jax.random.split(jax.random.PRNGKey(seed + 1), 2))
+    bad = step(state0, jnp.array([-1, A], jnp.int32), jax.random.split(key, 2))
+    assert np.all(bad.terminated), "an out-of-range action must end the game"
+    np.testing.assert_array_equal(bad.rewards[:, 0], -1.0)
+
+    _check_point_of_view(env, seed)
+    _check_symmetries(env, seed)
+
+
+def _check_transition(env, prev, action, state, use_illegal):
+    prev_done = np.asarray(prev.done)
+    rewards = np.asarray(state.rewards)
+    assert np.all(np.isfinite(rewards)), "non-finite rewards"
+    np.testing.assert_allclose(rewards.sum(-1), 0.0, atol=1e-6, err_msg="rewards not zero-sum")
+    assert np.all(np.isfinite(np.asarray(state.observation))), "non-finite observation"
+    # Finished games are absorbing: nothing changes, rewards are zero.
+    if prev_done.any():
+        np.testing.assert_array_equal(rewards[prev_done], 0.0)
+        for name in ("current_player", "terminated", "truncated", "step_count"):
+            np.testing.assert_array_equal(
+                np.asarray(getattr(state, name))[prev_done],
+                np.asarray(getattr(prev, name))[prev_done],
+                err_msg=f"{name} changed after the game ended",
+            )
+        np.testing.assert_array_equal(
+            np.asarray(state.observation)[prev_done], np.asarray(prev.observation)[prev_done]
+        )
+    # An illegal move: the game ends and the mover loses.
+    ill = np.asarray(use_illegal) & ~prev_done
+    if ill.any():
+        assert np.all(np.asarray(state.terminated)[ill]), "an illegal move must end the game"
+        mover = np.asarray(prev.current_player)[ill]
+        r = rewards[ill]
+        np.testing.assert_array_equal(r[np.arange(len(mover)), mover], -1.0)
+        np.testing.assert_array_equal(r[np.arange(len(mover)), 1 - mover], 1.0)
+    running = ~np.asarray(state.done)
+    mask = np.asarray(state.legal_action_mask)
+    assert np.all(mask[running].any(-1)), "a running game has no legal move"
+    assert np.all(mask[~running]), "the legal mask of a finished game must be all True"
+    steps = np.asarray(state.step_count)
+    np.testing.assert_array_equal(steps[~prev_done], np.asarray(prev.step_count)[~prev_done] + 1)
+    del action
+
+
+def _check_point_of_view(env, seed):
+    """The observation depends on who moves: the same position seen by the other player differs."""
+    state = jax.jit(env.init)(jax.random.PRNGKey(seed))
+    key = jax.random.PRNGKey(seed + 7)
+    step = jax.jit(env.step)
+    for _ in range(3):
+        key, k1, k2 = jax.random.split(key, 3)
+        a = _random_legal(k1, state.legal_action_mask[None])[0]
+        nxt = step(state, a, k2)
+        if bool(nxt.done):
+            break
+        state = nxt
+    observe = jax.jit(env._observe)
+    np.testing.assert_array_equal(observe(state), state.observation)
+    flipped = state.replace(current_player=1 - state.current_player)
+    assert not np.array_equal(observe(flipped), state.observation), (
+        "the observation must be from the mover's point of view"
+    )
+
+
+def _check_symmetries(env, seed, plies: int = 12):
+    """Each symmetry is a true symmetry of the game: replaying the transformed actions from
+    the start gives the transformed observation and the transformed legal mask."""
+    A = env.num_actions
+    sym = jax.jit(env.symmetries)
+    obs0 = jnp.zeros(env.observation_shape, jnp.float32)
+    s_obs, s_pol = sym(obs0, jnp.zeros(A))
+    S = s_pol.shape[0]
+    assert s_obs.shape == (S, *env.observation_shape) and s_pol.shape == (S, A)
+    # Action permutation of each symmetry, read off one-hot policies.
+    onehots = jnp.eye(A, dtype=jnp.float32)
+    perm = np.asarray(jax.vmap(lambda p: sym(obs0, p)[1])(onehots))  # [A, S, A]
+    assert np.all(perm.sum(-1) == 1), "a symmetry must permute actions"
+    perm = perm.argmax(-1)  # [A, S]: action a -> action under symmetry s
+
+    step = jax.jit(env.step)
+    key = jax.random.PRNGKey(seed + 3)
+    state = jax.jit(env.init)(key)
+    actions = []
+    for _ in range(plies):
+        key, k1 = jax.random.split(key)
+        a = int(_random_legal(k1, state.legal_action_mask[None])[0])
+        nxt = step(state, a)
+        if bool(nxt.done):
+            break
+        state, actions = nxt, actions + [a]
+    t_obs, t_mask = sym(state.observation, state.legal_action_mask.astype(jnp.float32))
+    for s in range(S):
+        other = jax.jit(env.init)(jax.random.PRNGKey(seed + 3))
+        for a in actions:
+            other = step(other, int(perm[a, s]))
+        np.testing.assert_array_equal(
+            np.asarray(t_obs[s]), np.asarray(other.observation),
+            err_msg=f"symmetry {s} does not map the observation onto the replayed game",
+        )
+        np.testing.assert_array_equal(
+            np.asarray(t_mask[s]) > 0.5, np.asarray(other.legal_action_mask),
+            err_msg=f"symmetry {s} does not map the legal mask onto the replayed game",
+        )
