@@ -1,0 +1,202 @@
+"""Orbax checkpoints in `<workdir>/checkpoints`, and `restore(workdir)` for front ends.
+
+Each checkpoint (one per saved iteration) holds:
+  state   the TrainState (params, batch stats, optimizer state, step), the RNG key and the
+          self-play games in progress;
+  replay  the replay buffer (when `checkpoint.save_replay`), so a resumed run is the run
+          that would have happened;
+  meta    JSON: iteration, env id / params / version, the whole config, the score.
+
+Orbax writes into a temporary directory and renames it when complete, so a run killed
+during a save never leaves a checkpoint that `latest` would pick; a directory that fails to
+restore anyway (disk trouble, a hand edit) is skipped with a warning in favour of the
+previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import ml_collections
+import orbax.checkpoint as ocp
+
+import envs
+from az_jax import network as network_lib
+
+SUBDIR = "checkpoints"
+
+
+class Restored(NamedTuple):
+    """What evaluation and play need, restored from a workdir without re-typing flags."""
+
+    env: Any  # envs.Env
+    config: ml_collections.ConfigDict
+    net: Any  # network_lib.ResNet
+    variables: dict  # what net.apply takes
+    iteration: int
+    meta: dict
+    path: str  # the checkpoint directory
+
+
+def _options(keep: int) -> ocp.CheckpointManagerOptions:
+    policies = [ocp.checkpoint_managers.LatestN(n=max(int(keep), 1)),
+                ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m["score"], n=1,
+                                              keep_checkpoints_without_metrics=False)]
+    return ocp.CheckpointManagerOptions(
+        preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
+        enable_async_checkpointing=False,
+        cleanup_tmp_directories=True,
+        create=True,
+    )
+
+
+def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
+    """The CheckpointManager of a workdir. Raises a clear error if it cannot be written."""
+    directory = Path(workdir).expanduser().absolute() / SUBDIR
+    if read_only:
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"no checkpoints in {directory}: train first (python train.py --workdir "
+                f"{workdir}) or pass the workdir of a trained run")
+        opts = ocp.CheckpointManagerOptions(read_only=True, create=False)
+        return ocp.CheckpointManager(directory, options=opts)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write_test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise OSError(f"cannot write checkpoints to {directory}: {e.strerror}. "
+                      "Choose another --workdir or fix its permissions / free space.") from e
+    return ocp.CheckpointManager(directory, options=_options(keep))
+
+
+def env_meta(env) -> dict:
+    return {"env_id": env.id, "env_params": dict(env.params), "env_version": env.version}
+
+
+def save(mngr, iteration: int, state: dict, meta: dict, replay=None, score=None) -> None:
+    """Saves one checkpoint synchronously (complete or not at all)."""
+    items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
+    if replay is not None:
+        items["replay"] = ocp.args.StandardSave(replay)
+    metrics = None if score is None else {"score": float(score)}
+    mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics, force=True)
+    mngr.wait_until_finished()
+
+
+def read_meta(mngr, step: int) -> dict:
+    return mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+
+
+def restore_latest(mngr, target_state: dict, replay_target=None):
+    """Restores the newest checkpoint that restores cleanly.
+
+    Returns:
+      (iteration, state, replay or None, meta), or None when there is no checkpoint.
+    """
+    for step in sorted(mngr.all_steps(), reverse=True):
+        try:
+            items = {"state": ocp.args.StandardRestore(target_state),
+                     "meta": ocp.args.JsonRestore()}
+            has_replay = replay_target is not None and _has_item(mngr, step, "replay")
+            if has_replay:
+                items["replay"] = ocp.args.StandardRestore(replay_target)
+            out = mngr.restore(step, args=ocp.args.Composite(**items))
+            return step, out["state"], out["replay"] if has_replay else None, out["meta"]
+        except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
+            warnings.warn(f"skipping checkpoint {step} in {mngr.directory}: it does not "
+                          f"restore ({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
+    return None
+
+
+def _has_item(mngr, step: int, name: str) -> bool:
+    return (Path(mngr.directory) / str(step) / name).exists()
+
+
+def check_env(meta: dict, env, where: str) -> None:
+    """Raises ValueError if a checkpoint's env is not `env`."""
+    saved = f"{meta['env_id']}({meta.get('env_params', {})})"
+    wanted = f"{env.id}({dict(env.params)})"
+    if meta["env_id"] != env.id or dict(meta.get("env_params", {})) != dict(env.params):
+        raise ValueError(f"the checkpoint in {where} is for {saved}, not {wanted}; use a "
+                         "workdir trained on this game or change the env")
+    if meta.get("env_version") != env.version:
+        raise ValueError(f"the checkpoint in {where} was made with {meta['env_id']} version "
+                         f"{meta.get('env_version')}, this code has {env.version}")
+
+
+def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Restored:
+    """Restores the network of a training run for evaluation or play.
+
+    Args:
+      workdir: the training workdir (the one given to train.py).
+      step: an iteration to restore; the newest restorable one by default.
+      env: if given, the checkpoint must be for this env (else ValueError).
+    Raises:
+      FileNotFoundError: no checkpoint; ValueError: wrong game or network shape.
+    """
+    mngr = manager(workdir, read_only=True)
+    steps = sorted(mngr.all_steps(), reverse=True)
+    if not steps:
+        raise FileNotFoundError(f"no complete checkpoint in {mngr.directory}")
+    if step is not None:
+        if step not in steps:
+            raise FileNotFoundError(f"no checkpoint {step} in {mngr.directory}; have {steps}")
+        steps = [step]
+    last_error = None
+    for s in steps:
+        try:
+            meta = read_meta(mngr, s)
+        except Exception as e:  # noqa: BLE001
+            last_error = e
+            warnings.warn(f"skipping checkpoint {s}: unreadable metadata ({e})", stacklevel=2)
+            continue
+        config = ml_collections.ConfigDict(meta["config"])
+        ckpt_env = envs.make(meta["env_id"], **meta.get("env_params", {}))
+        if env is not None:
+            check_env(meta, env, str(workdir))
+        else:
+            check_env(meta, ckpt_env, str(workdir))
+        net = network_lib.make_network(config.network, ckpt_env)
+        abstract = jax.eval_shape(lambda: network_lib.init_variables(
+            net, ckpt_env, jax.random.PRNGKey(0)))
+        try:
+            raw = mngr.restore(s, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore()))["state"]
+            variables = {"params": raw["train_state"]["params"]}
+            if raw["train_state"].get("batch_stats"):
+                variables["batch_stats"] = raw["train_state"]["batch_stats"]
+            _check_shapes(abstract, variables, str(workdir))
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            last_error = e
+            warnings.warn(f"skipping checkpoint {s}: it does not restore ({e})", stacklevel=2)
+            continue
+        variables = jax.tree.map(jax.numpy.asarray, variables)
+        return Restored(ckpt_env, config, net, variables, int(meta["iteration"]), meta,
+                        str(Path(mngr.directory) / str(s)))
+    raise FileNotFoundError(f"no checkpoint in {mngr.directory} restores: {last_error}")
+
+
+def _check_shapes(expected, got, where: str) -> None:
+    exp = {jax.tree_util.keystr(k): v.shape
+           for k, v in jax.tree_util.tree_leaves_with_path(expected)}
+    have = {jax.tree_util.keystr(k): tuple(v.shape)
+            for k, v in jax.tree_util.tree_leaves_with_path(got)}
+    if exp != have:
+        diff = sorted(set(exp.items()) ^ set(have.items()))[:4]
+        raise ValueError(f"the network in {where} does not match its config "
+                         f"(first differences: {diff}); the checkpoint is damaged or was "
+                         "made by other code")
+
+
+def config_json(config: ml_collections.ConfigDict) -> dict:
+    """The config as plain JSON data."""
+    return json.loads(config.to_json())

@@ -1,0 +1,120 @@
+"""The learner: TrainState, the AlphaZero loss, the optax chain, one update step.
+
+loss = cross-entropy(search policy, network policy) + value_weight * (z - v)^2,
+weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
+A non-finite loss or gradient skips the update and is counted in the metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from az_jax.replay import Sample
+
+SCHEDULES = ("constant", "cosine", "onecycle")
+OPTIMIZERS = ("adamw", "sgd")
+
+
+class TrainState(struct.PyTreeNode):
+    step: jax.Array  # int32[]
+    params: Any
+    batch_stats: Any  # {} without batch norm
+    opt_state: Any
+
+    @property
+    def variables(self) -> dict:
+        """What `net.apply` takes."""
+        if self.batch_stats:
+            return {"params": self.params, "batch_stats": self.batch_stats}
+        return {"params": self.params}
+
+
+def make_schedule(config, total_steps: int) -> optax.Schedule:
+    """Learning-rate schedule from `config.train` (constant, cosine, onecycle as in seed 000)."""
+    lr = config.learning_rate
+    total = max(int(total_steps), 1)
+    if config.schedule == "constant":
+        return optax.constant_schedule(lr)
+    if config.schedule == "cosine":
+        warmup = min(config.warmup_steps, total - 1)
+        return optax.warmup_cosine_decay_schedule(0.0, lr, warmup, total, end_value=lr * 0.01)
+    if config.schedule == "onecycle":
+        return optax.cosine_onecycle_schedule(total, lr)
+    raise ValueError(f"train.schedule={config.schedule!r}; accepted: {', '.join(SCHEDULES)}")
+
+
+def make_optimizer(config, total_steps: int) -> optax.GradientTransformation:
+    """Global-norm clipping, then AdamW or SGD+momentum with decoupled weight decay."""
+    schedule = make_schedule(config, total_steps)
+    if config.optimizer == "adamw":
+        opt = optax.adamw(schedule, weight_decay=config.weight_decay)
+    elif config.optimizer == "sgd":
+        opt = optax.chain(optax.add_decayed_weights(config.weight_decay),
+                          optax.sgd(schedule, momentum=0.9, nesterov=True))
+    else:
+        raise ValueError(f"train.optimizer={config.optimizer!r}; accepted: {', '.join(OPTIMIZERS)}")
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt)
+
+
+def init_train_state(variables: dict, tx: optax.GradientTransformation) -> TrainState:
+    params = variables["params"]
+    return TrainState(
+        step=jnp.zeros((), jnp.int32),
+        params=params,
+        batch_stats=variables.get("batch_stats", {}),
+        opt_state=tx.init(params),
+    )
+
+
+def loss_fn(params, batch_stats, net, batch: Sample, value_weight: float):
+    """AlphaZero loss on a batch. Returns (loss, (metrics, new_batch_stats))."""
+    variables = {"params": params}
+    if batch_stats:
+        variables["batch_stats"] = batch_stats
+        (logits, value), updates = net.apply(variables, batch.observation, batch.legal_mask,
+                                             train=True, mutable=["batch_stats"])
+        new_stats = updates["batch_stats"]
+    else:
+        logits, value = net.apply(variables, batch.observation, batch.legal_mask, train=True)
+        new_stats = batch_stats
+    policy_loss = optax.softmax_cross_entropy(logits, batch.policy).mean()
+    value_loss = jnp.mean((value - batch.value) ** 2)
+    loss = policy_loss + value_weight * value_loss
+    log_p = jax.nn.log_softmax(logits)
+    probs = jnp.exp(log_p)
+    entropy = -jnp.sum(jnp.where(batch.legal_mask, probs * log_p, 0.0), axis=-1).mean()
+    vc, tc = value - value.mean(), batch.value - batch.value.mean()
+    corr = jnp.sum(vc * tc) / jnp.sqrt(jnp.sum(vc**2) * jnp.sum(tc**2) + 1e-12)
+    metrics = {
+        "loss": loss,
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "policy_entropy": entropy,
+        "value_corr": corr,
+    }
+    return loss, (metrics, new_stats)
+
+
+def update(state: TrainState, batch: Sample, *, net, tx, value_weight: float = 1.0):
+    """One gradient step. Skips it (state unchanged) when the loss or gradient is not finite.
+
+    Returns:
+      (new TrainState, metrics dict of float32[] scalars).
+    """
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    (loss, (metrics, new_stats)), grads = grad_fn(
+        state.params, state.batch_stats, net, batch, value_weight)
+    grad_norm = optax.global_norm(grads)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    new = TrainState(step=state.step + 1, params=params, batch_stats=new_stats,
+                     opt_state=opt_state)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    new = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, state)
+    metrics = dict(metrics, grad_norm=grad_norm, skipped=(~finite).astype(jnp.float32))
+    return new, metrics

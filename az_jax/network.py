@@ -1,0 +1,108 @@
+"""The AlphaZero network: a ResNet with a policy head and a value head (Flax linen).
+
+    net = make_network(config.network, env)
+    variables = init_variables(net, env, key)
+    logits, value = net.apply(variables, obs, legal_mask)      # inference
+    (logits, value), updates = net.apply(variables, obs, legal_mask, train=True,
+                                         mutable=["batch_stats"])   # training (batch norm)
+
+Parameters are float32; `dtype="bfloat16"` runs the convolutions in bfloat16 and returns
+float32 logits and values. Illegal actions get `jnp.finfo(float32).min`, never `-inf`,
+so softmax and cross-entropy stay finite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+_NORMS = ("batch", "layer", "none")
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def mask_logits(logits: jax.Array, legal_mask: jax.Array | None) -> jax.Array:
+    """Sets illegal logits to the most negative finite value. Shapes `[..., A]`."""
+    if legal_mask is None:
+        return logits
+    return jnp.where(legal_mask, logits, jnp.finfo(logits.dtype).min)
+
+
+class ResNet(nn.Module):
+    """Stem conv, `num_blocks` residual blocks, policy and value heads.
+
+    Attributes:
+      num_actions: size of the policy output.
+      channels: width of every conv layer.
+      num_blocks: number of residual blocks (conv-norm-relu-conv-norm-skip-relu).
+      norm: "batch", "layer" or "none".
+      dtype: computation dtype (parameters stay float32).
+    """
+
+    num_actions: int
+    channels: int = 64
+    num_blocks: int = 6
+    norm: str = "batch"
+    dtype: Any = jnp.float32
+
+    def _norm(self, train: bool):
+        if self.norm == "batch":
+            return nn.BatchNorm(use_running_average=not train, momentum=0.9, dtype=self.dtype)
+        if self.norm == "layer":
+            return nn.LayerNorm(dtype=self.dtype)
+        return lambda x: x
+
+    @nn.compact
+    def __call__(self, obs, legal_mask=None, train: bool = False):
+        """obs: float[B, H, W, C]; legal_mask: bool[B, A] or None.
+
+        Returns:
+          logits float32[B, A] (illegal actions masked) and value float32[B] in [-1, 1].
+        """
+        conv = lambda ch, k: nn.Conv(ch, (k, k), padding="SAME", use_bias=self.norm == "none",
+                                     dtype=self.dtype)
+        x = obs.astype(self.dtype)
+        x = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
+        for _ in range(self.num_blocks):
+            y = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
+            y = self._norm(train)(conv(self.channels, 3)(y))
+            x = nn.relu(x + y)
+
+        p = nn.relu(self._norm(train)(conv(2, 1)(x)))
+        logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(p.shape[0], -1))
+
+        v = nn.relu(self._norm(train)(conv(1, 1)(x)))
+        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v.reshape(v.shape[0], -1)))
+        value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
+
+        logits = mask_logits(logits.astype(jnp.float32), legal_mask)
+        return logits, value.astype(jnp.float32)
+
+
+def make_network(config, env) -> ResNet:
+    """Builds the ResNet for `env` from `config.network`-style fields.
+
+    Raises:
+      ValueError: unknown `norm` or `dtype`.
+    """
+    if config.norm not in _NORMS:
+        raise ValueError(f"network.norm={config.norm!r}; accepted: {', '.join(_NORMS)}")
+    if config.dtype not in _DTYPES:
+        raise ValueError(f"network.dtype={config.dtype!r}; accepted: {', '.join(_DTYPES)}")
+    if config.channels < 1 or config.num_blocks < 0:
+        raise ValueError("network.channels must be >= 1 and network.num_blocks >= 0")
+    return ResNet(
+        num_actions=env.num_actions,
+        channels=config.channels,
+        num_blocks=config.num_blocks,
+        norm=config.norm,
+        dtype=_DTYPES[config.dtype],
+    )
+
+
+def init_variables(net: ResNet, env, key: jax.Array) -> dict:
+    """Float32 variables ({"params", and "batch_stats" with batch norm}) for one batch."""
+    obs = jnp.zeros((1, *env.observation_shape), jnp.float32)
+    return dict(net.init(key, obs, None, train=False))

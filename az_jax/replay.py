@@ -1,0 +1,101 @@
+"""An on-device ring buffer of training samples, as pure `init / add / sample`.
+
+    buffer = ReplayBuffer(capacity=100_000, env=env)
+    state = buffer.init(example_sample)                 # BufferState pytree
+    state = jax.jit(buffer.add, donate_argnums=0)(state, samples, valid)
+    batch = buffer.sample(state, key, batch_size)       # random symmetry per sample
+
+Written small on purpose (flashbax's trajectory buffers are built for sequences; AlphaZero
+needs independent positions with a validity mask and per-sample symmetries).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class Sample(NamedTuple):
+    """One training position."""
+
+    observation: jax.Array  # float32[*obs_shape]
+    policy: jax.Array  # float32[A]       search policy target
+    legal_mask: jax.Array  # bool[A]
+    value: jax.Array  # float32[]         game outcome for the mover
+
+
+class BufferState(NamedTuple):
+    data: Sample  # every leaf [capacity, ...]
+    insert_pos: jax.Array  # int32[]   next slot to write
+    size: jax.Array  # int32[]         filled slots (<= capacity)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayBuffer:
+    """Static description of the buffer; its state is a separate pytree."""
+
+    capacity: int
+    env: Any  # the Env, for `symmetries`
+
+    def init(self, example: Sample) -> BufferState:
+        """An empty buffer shaped like one `example` (unbatched)."""
+        data = jax.tree.map(lambda x: jnp.zeros((self.capacity, *x.shape), x.dtype), example)
+        return BufferState(data, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+    def add(self, state: BufferState, samples: Sample, valid: jax.Array) -> BufferState:
+        """Writes the valid rows of `samples` (leading dim M) after the last insert.
+
+        Invalid rows are skipped (no gap is left). Oldest samples are overwritten first.
+        Args:
+          samples: leaves [M, ...]; valid: bool[M].
+        """
+        valid = valid.astype(jnp.int32)
+        offset = jnp.cumsum(valid) - valid  # rank of each valid row
+        pos = (state.insert_pos + offset) % self.capacity
+        # Invalid rows go to an out-of-bounds slot and are dropped by the scatter.
+        pos = jnp.where(valid > 0, pos, self.capacity)
+        n_new = valid.sum()
+        # If more than `capacity` valid rows arrive at once, keep the last ones.
+        keep = offset >= n_new - self.capacity
+        pos = jnp.where(keep, pos, self.capacity)
+        data = jax.tree.map(lambda d, x: d.at[pos].set(x, mode="drop"), state.data, samples)
+        return BufferState(
+            data=data,
+            insert_pos=(state.insert_pos + n_new) % self.capacity,
+            size=jnp.minimum(state.size + n_new, self.capacity),
+        )
+
+    def sample(self, state: BufferState, key: jax.Array, batch_size: int,
+               augment: bool = True) -> Sample:
+        """Uniform samples from the filled slots, each under a random board symmetry.
+
+        Sampling an empty buffer returns zeros (callers check `size` first).
+        """
+        k_idx, k_sym = jax.random.split(key)
+        idx = jax.random.randint(k_idx, (batch_size,), 0, jnp.maximum(state.size, 1))
+        batch = jax.tree.map(lambda d: d[idx], state.data)
+        if not augment:
+            return batch
+        return jax.vmap(self._symmetry)(batch, jax.random.split(k_sym, batch_size))
+
+    def _symmetry(self, sample: Sample, key: jax.Array) -> Sample:
+        """One random symmetric variant of one sample (observation, policy and mask agree)."""
+        obs, pol = self.env.symmetries(sample.observation, sample.policy)
+        _, mask = self.env.symmetries(sample.observation, sample.legal_mask.astype(jnp.float32))
+        s = jax.random.randint(key, (), 0, pol.shape[0])
+        return Sample(obs[s], pol[s], mask[s] > 0.5, sample.value)
+
+
+def flatten_trajectory(traj, targets, valid):
+    """Time-major self-play output -> (Sample with leaves [T*B, ...], valid [T*B])."""
+    flat = lambda x: x.reshape((-1, *x.shape[2:]))
+    samples = Sample(
+        observation=flat(traj.observation),
+        policy=flat(traj.policy),
+        legal_mask=flat(traj.legal_mask),
+        value=flat(targets),
+    )
+    return samples, flat(valid)

@@ -1,0 +1,150 @@
+"""Batched MCTS over the real game dynamics with mctx.
+
+    search = make_search(env, net, config.search)
+    out = search(variables, states, key)                 # self-play (root noise)
+    out = search(variables, states, key, evaluation=True, num_simulations=800)
+    out.action          int32[B]
+    out.action_weights  float32[B, A]   the policy target (visit counts / improved policy)
+
+Conventions (DESIGN.md): the embedding is the env `State` itself; `recurrent_fn` steps the
+env and evaluates the network; reward is that of the player who just moved; discount is -1
+while the game goes on (the next node belongs to the opponent) and 0 at the end, where the
+value is 0 too. mctx masks invalid actions only at the root, so interior logits are masked
+here with the env's legal mask.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import mctx
+
+from az_jax.network import mask_logits
+
+POLICIES = ("gumbel", "muzero")
+
+
+def _qtransform_parent_fpu(tree, node_index):
+    """Q in [-1, 1] rescaled to [0, 1]; unvisited children get the parent's value.
+
+    The default PUCT transform scores unvisited children at the minimum, which makes
+    search with flat priors on many actions degenerate into a single deep chain. Using the
+    parent's value as "first play urgency" keeps the search wide.
+    """
+    q = tree.qvalues(node_index)
+    visits = tree.children_visits[node_index]
+    parent = tree.node_values[node_index]
+    q = jnp.where(visits > 0, q, parent)
+    return (jnp.clip(q, -1.0, 1.0) + 1.0) / 2.0
+
+
+def make_recurrent_fn(env, apply_fn):
+    """mctx `recurrent_fn` over the env.
+
+    Args:
+      env: an `envs.Env`.
+      apply_fn: `(variables, obs [B, ...], legal_mask [B, A]) -> (logits [B, A], value [B])`.
+    """
+
+    def recurrent_fn(variables, key, action, state):
+        batch = action.shape[0]
+        next_state = jax.vmap(env.step)(state, action, jax.random.split(key, batch))
+        logits, value = apply_fn(variables, next_state.observation, next_state.legal_action_mask)
+        reward = next_state.rewards[jnp.arange(batch), state.current_player]
+        done = next_state.done
+        out = mctx.RecurrentFnOutput(
+            reward=reward,
+            discount=jnp.where(done, 0.0, -1.0),
+            prior_logits=logits,
+            value=jnp.where(done, 0.0, value),
+        )
+        return out, next_state
+
+    return recurrent_fn
+
+
+def root_output(env, apply_fn, variables, state) -> mctx.RootFnOutput:
+    """The root of the search for a batch of env states."""
+    del env
+    logits, value = apply_fn(variables, state.observation, state.legal_action_mask)
+    return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
+
+
+def make_search(env, net, config):
+    """Builds `search(variables, state, key, *, evaluation=False, num_simulations=None)`.
+
+    Args:
+      env: an `envs.Env`.
+      net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
+      config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
+        pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale).
+
+    Raises:
+      ValueError: unknown policy or a non-positive simulation count.
+    """
+    if config.policy not in POLICIES:
+        raise ValueError(f"search.policy={config.policy!r}; accepted: {', '.join(POLICIES)}")
+    if config.num_simulations < 1:
+        raise ValueError("search.num_simulations must be >= 1")
+    apply_fn = lambda v, obs, mask: net.apply(v, obs, mask, train=False)
+    return make_search_from_apply(env, apply_fn, config)
+
+
+def make_search_from_apply(env, apply_fn, config):
+    """As `make_search`, for any `apply_fn(variables, obs, legal_mask) -> (logits, value)`."""
+    recurrent_fn = make_recurrent_fn(env, apply_fn)
+
+    def search_batch(variables, state, key, evaluation, sims) -> mctx.PolicyOutput:
+        root = root_output(env, apply_fn, variables, state)
+        invalid = ~state.legal_action_mask
+        chex.assert_equal_shape([root.prior_logits, invalid])
+        if config.policy == "gumbel":
+            return mctx.gumbel_muzero_policy(
+                variables, key, root, recurrent_fn,
+                num_simulations=sims,
+                invalid_actions=invalid,
+                max_num_considered_actions=min(config.max_num_considered_actions,
+                                               env.num_actions),
+                gumbel_scale=0.0 if evaluation else config.gumbel_scale,
+            )
+        return mctx.muzero_policy(
+            variables, key, root, recurrent_fn,
+            num_simulations=sims,
+            invalid_actions=invalid,
+            qtransform=_qtransform_parent_fpu,
+            dirichlet_fraction=0.0 if evaluation else config.dirichlet_fraction,
+            dirichlet_alpha=config.dirichlet_alpha,
+            pb_c_init=config.pb_c_init,
+            pb_c_base=config.pb_c_base,
+            temperature=0.0 if evaluation else 1.0,
+        )
+
+    def search(variables, state, key, *, evaluation: bool = False,
+               num_simulations: int | None = None) -> mctx.PolicyOutput:
+        """Runs a batched search from `state` (batched env states, leading dim B).
+
+        `key` is one key for the batch, or one key per game (shape [B, 2]): per-game keys
+        make each game's noise independent of how the batch is split over devices. The
+        key is consumed. `evaluation=True` turns the root noise off.
+        """
+        sims = int(num_simulations or config.num_simulations)
+        if key.ndim == 1:
+            return search_batch(variables, state, key, evaluation, sims)
+
+        def one(state, key):  # a batch of one game, so its noise depends on its key only
+            state = jax.tree.map(lambda x: x[None], state)
+            out = search_batch(variables, state, key, evaluation, sims)
+            return jax.tree.map(lambda x: x[0], out)
+
+        return jax.vmap(one)(state, key)
+
+    return search
+
+
+@functools.partial(jax.jit, static_argnames=("search", "evaluation", "num_simulations"))
+def jit_search(search, variables, state, key, evaluation=True, num_simulations=None):
+    """A jitted call of `search`, for host-side front ends (play, web, arena)."""
+    return search(variables, state, key, evaluation=evaluation, num_simulations=num_simulations)

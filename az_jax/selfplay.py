@@ -1,0 +1,138 @@
+"""Vectorized self-play: B games side by side, `lax.scan` over T plies, auto-reset.
+
+    traj, states = selfplay(search, env, variables, states, key, num_plies=T,
+                            temperature_plies=k)
+    targets, valid = value_targets(traj)
+
+Nothing here knows any particular game: it uses the Env protocol and the search only.
+Games that do not finish inside the window keep going in the next call (the returned
+`states`); their plies in this window get no value target (`valid` is False).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class Trajectory(NamedTuple):
+    """What one window of self-play records, time-major."""
+
+    observation: jax.Array  # float32[T, B, *obs_shape]  before the move, mover's view
+    policy: jax.Array  # float32[T, B, A]     search policy (the policy target)
+    legal_mask: jax.Array  # bool[T, B, A]
+    player: jax.Array  # int32[T, B]          who moved
+    reward: jax.Array  # float32[T, B]        the mover's reward for this move
+    done: jax.Array  # bool[T, B]             the game ended with this move
+    next_player: jax.Array  # int32[T, B]     who moves next (if not done)
+    root_value: jax.Array  # float32[T, B]    the search's value estimate at the root
+
+
+def select_action(key, search_action, weights, step_count, temperature_plies,
+                  greedy_from_search):
+    """Samples from the search policy for the first `temperature_plies` plies, then greedy.
+
+    One game (vmap for a batch).
+    Args:
+      search_action: int32[] the search's own choice; weights: float32[A] its policy.
+      step_count: int32[] plies already played in the game.
+      greedy_from_search: if True the late-game move is `policy_output.action` (Gumbel's
+        choice); otherwise the argmax of `action_weights`.
+    """
+    sampled = jax.random.categorical(key, jnp.log(jnp.maximum(weights, 1e-30)))
+    greedy = search_action if greedy_from_search else jnp.argmax(weights)
+    return jnp.where(step_count < temperature_plies, sampled, greedy).astype(jnp.int32)
+
+
+def per_game_keys(key, game_ids):
+    """One key per game from one key and global game indices int32[B] -> [B, 2].
+
+    A game's randomness then depends only on its index, not on how the batch is split
+    over devices.
+    """
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
+
+
+def selfplay(search, env, variables, states, key, *, num_plies: int, temperature_plies: int,
+             greedy_from_search: bool = True, game_ids=None):
+    """Plays `num_plies` plies in every game of the batch `states`.
+
+    Args:
+      search: from `search.make_search`.
+      env: the `envs.Env`.
+      variables: network variables.
+      states: batched env states, leading dim B (finished games are reset first).
+      key: consumed.
+      num_plies: T.
+      temperature_plies: plies (from each game's start) played by sampling.
+      greedy_from_search: late-game move = the search's own choice (Gumbel) instead of the
+        argmax of the policy target.
+      game_ids: int32[B] global indices of these games (default arange(B)); see
+        `per_game_keys`.
+    Returns:
+      (Trajectory [T, B, ...], the states after the window).
+    """
+    batch = states.current_player.shape[0]
+    if game_ids is None:
+        game_ids = jnp.arange(batch, dtype=jnp.int32)
+
+    def reset_done(states, key):
+        fresh = jax.vmap(env.init)(per_game_keys(key, game_ids))
+        return jax.tree.map(
+            lambda f, s: jnp.where(states.done.reshape((-1,) + (1,) * (s.ndim - 1)), f, s),
+            fresh, states)
+
+    def body(states, key):
+        k_search, k_act, k_step, k_reset = jax.random.split(key, 4)
+        # One search key per shard (its first game id): per-game keys would make the noise
+        # independent of the device split, but a batch-of-one search per game costs ~2x.
+        out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]))
+        act_keys = per_game_keys(k_act, game_ids)
+        action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, None, None))(
+            act_keys, out.action, out.action_weights, states.step_count, temperature_plies,
+            greedy_from_search)
+        nxt = jax.vmap(env.step)(states, action, per_game_keys(k_step, game_ids))
+        record = Trajectory(
+            observation=states.observation,
+            policy=out.action_weights,
+            legal_mask=states.legal_action_mask,
+            player=states.current_player,
+            reward=nxt.rewards[jnp.arange(batch), states.current_player],
+            done=nxt.done,
+            next_player=nxt.current_player,
+            root_value=out.search_tree.node_values[:, 0],
+        )
+        return reset_done(nxt, k_reset), record
+
+    k_reset, k_scan = jax.random.split(key)
+    states = reset_done(states, k_reset)
+    states, traj = jax.lax.scan(body, states, jax.random.split(k_scan, num_plies))
+    return traj, states
+
+
+def value_targets(traj: Trajectory):
+    """Game outcomes from each mover's point of view, by a reverse scan.
+
+    v_t = r_t + (0 if done_t else s_t * v_{t+1}), with s_t = -1 when the next mover is the
+    opponent and +1 when the same player moves again. Draws give 0.
+
+    Returns:
+      targets float32[T, B] and valid bool[T, B] (False where the game had not ended by the
+      end of the window, so the outcome is unknown).
+    """
+
+    def body(carry, x):
+        v_next, ended_next = carry
+        reward, done, player, next_player = x
+        sign = jnp.where(next_player == player, 1.0, -1.0)
+        v = reward + jnp.where(done, 0.0, sign * v_next)
+        ended = done | ended_next
+        return (v, ended), (v, ended)
+
+    batch = traj.reward.shape[1]
+    init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
+    xs = (traj.reward, traj.done, traj.player, traj.next_player)
+    _, (targets, valid) = jax.lax.scan(body, init, xs, reverse=True)
+    return targets, valid

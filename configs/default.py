@@ -1,0 +1,71 @@
+"""Default configuration; every per-game config starts from this one and overrides fields.
+
+Usage: python train.py --config configs/connect4.py --config.search.num_simulations=64
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+
+    c.env = ml_collections.ConfigDict()
+    c.env.id = "connect4"  # envs.make id (or "pgx:<id>" with pgx installed)
+    c.env.kwargs = ml_collections.ConfigDict()  # game parameters, e.g. size/rule for gomoku
+
+    c.network = ml_collections.ConfigDict()
+    c.network.channels = 64  # conv width
+    c.network.num_blocks = 6  # residual blocks
+    c.network.norm = "batch"  # batch | layer | none
+    c.network.dtype = "float32"  # float32 | bfloat16 (compute; parameters stay float32)
+
+    c.search = ml_collections.ConfigDict()
+    c.search.policy = "gumbel"  # gumbel (gumbel_muzero_policy) | muzero (PUCT + Dirichlet)
+    c.search.num_simulations = 32
+    c.search.max_num_considered_actions = 16  # gumbel: actions considered at the root
+    c.search.gumbel_scale = 1.0  # gumbel: root noise scale (0 in evaluation)
+    c.search.dirichlet_alpha = 0.3  # muzero: root noise (AlphaZero: 0.3 chess, 0.03 go)
+    c.search.dirichlet_fraction = 0.25  # muzero: share of the noise in the root prior
+    c.search.pb_c_init = 1.25  # muzero: c_puct
+    c.search.pb_c_base = 19652.0
+
+    c.selfplay = ml_collections.ConfigDict()
+    c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)
+    c.selfplay.num_plies = 32  # plies per game per iteration (games carry over)
+    c.selfplay.temperature_plies = 8  # plies from each game's start played by sampling
+
+    c.replay = ml_collections.ConfigDict()
+    c.replay.capacity = 100_000  # positions kept on device
+    c.replay.min_size = 1_000  # no update before this many positions
+
+    c.train = ml_collections.ConfigDict()
+    c.train.num_iterations = 200  # self-play + learning iterations
+    c.train.updates_per_iteration = 32  # gradient steps per iteration
+    c.train.batch_size = 256  # positions per gradient step
+    c.train.optimizer = "adamw"  # adamw | sgd
+    c.train.learning_rate = 1e-3
+    c.train.schedule = "cosine"  # constant | cosine | onecycle
+    c.train.warmup_steps = 100
+    c.train.weight_decay = 1e-4
+    c.train.max_grad_norm = 1.0
+    c.train.value_weight = 1.0
+    c.train.augment = True  # random board symmetry per sample
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.every = 10  # iterations between evaluations (0 = never)
+    c.eval.num_games = 64  # per opponent, colours alternated
+    c.eval.num_simulations = 32  # search strength of the agent under test
+    c.eval.opponents = "random,greedy"  # see az_jax.arena.parse_opponent
+    c.eval.gating = False  # AlphaGo Zero gating: replace the best only above the threshold
+    c.eval.gating_threshold = 0.55
+
+    c.checkpoint = ml_collections.ConfigDict()
+    c.checkpoint.every = 5  # iterations between checkpoints (and one at the end / Ctrl-C)
+    c.checkpoint.keep = 3  # keep the last K (plus the best)
+    c.checkpoint.save_replay = True  # save the replay buffer too (exact resume)
+
+    c.log = ml_collections.ConfigDict()
+    c.log.tensorboard = False  # also write TensorBoard events (needs tensorboardX)
+    c.log.progress = True  # tqdm progress bar
+    return c

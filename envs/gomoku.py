@@ -1,0 +1,157 @@
+"""Gomoku on an N x N board (5 <= N <= 19): five in a row wins.
+
+Rules (`rule=`):
+  "freestyle": five or more stones in a row (any direction) win.
+  "standard":  exactly five win; an overline (six or more) is not a win and the game goes on.
+No other restrictions (no renju forbidden moves, no swap). A full board is a draw.
+Player 0 plays black (X) and moves first.
+
+Actions: 0..N*N-1 = row * N + col, row 0 at the top. Notation: column letter then row number
+from the bottom (`E5`, `H8`), consecutive letters A.. (I included), as `core.point_name`.
+
+Observation float32[N, N, 4], from the mover's point of view:
+  0: the mover's stones, 1: the opponent's stones, 2: the last stone played (one-hot, empty
+  before the first move), 3: all ones if the mover is black (player 0).
+
+Win detection looks only at the four lines through the last stone (a fixed-size gather of
+5 cells on each side), never at the whole board.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import core
+
+RULES = ("freestyle", "standard")
+MIN_SIZE, MAX_SIZE = 5, 19
+_EMPTY = -1
+# (row step, col step) of the four line directions: horizontal, vertical, both diagonals.
+_DIRS = np.array([[0, 1], [1, 0], [1, 1], [1, -1]], np.int32)
+_REACH = 5  # cells looked at on each side: enough to tell exactly five from an overline
+
+
+class Game(NamedTuple):
+    board: jax.Array  # int8[N * N]  -1 empty, else the player (0 = black, 1 = white)
+    last: jax.Array  # int32[]      action of the last stone, -1 before the first
+
+
+def line_lengths(board: jax.Array, row, col, player, reach: int) -> jax.Array:
+    """Length of the run of `player` stones through (row, col) along each of the 4 directions.
+
+    Only 4 * 2 * `reach` cells are gathered; runs are counted up to `reach` stones on each
+    side, so a result of `2 * reach + 1` means "at least that long".
+
+    Args:
+      board: int8[H, W], the player's id where a stone lies.
+      row, col: int32[], a cell holding a `player` stone (the stone just played).
+      player: int32[], whose run to count.
+      reach: static int, how far to look on each side.
+    Returns:
+      int32[4]: runs along (horizontal, vertical, diagonal, anti-diagonal), each >= 1.
+    """
+    height, width = board.shape
+    side = np.array([1, -1], np.int32)[:, None] * np.arange(1, reach + 1, dtype=np.int32)
+    rows = row + _DIRS[:, 0, None, None] * side  # [4, 2, reach]
+    cols = col + _DIRS[:, 1, None, None] * side
+    on_board = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+    cells = board[jnp.where(on_board, rows, 0), jnp.where(on_board, cols, 0)]
+    same = on_board & (cells == player.astype(board.dtype))
+    run = jnp.cumprod(same.astype(jnp.int32), axis=-1).sum(-1)  # [4, 2] contiguous stones
+    return 1 + run.sum(-1)
+
+
+class Gomoku(core.Env):
+    """Gomoku with a board size and a rule (see the module docstring)."""
+
+    id = "gomoku"
+    version = "v1"
+
+    def __init__(self, size: int = 15, rule: str = "freestyle"):
+        """Builds the env.
+
+        Args:
+          size: board side N, any of 5..19 (15 is the usual board).
+          rule: "freestyle" (five or more win) or "standard" (exactly five win).
+        Raises:
+          ValueError: size or rule out of range, saying what is accepted.
+        """
+        if isinstance(size, bool) or not isinstance(size, int | np.integer):
+            raise ValueError(f"size must be an int in {MIN_SIZE}..{MAX_SIZE}, got {size!r}")
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            raise ValueError(f"size must be in {MIN_SIZE}..{MAX_SIZE}, got {size}")
+        if rule not in RULES:
+            raise ValueError(f"unknown rule {rule!r}; accepted rules: {', '.join(RULES)}")
+        self.size = int(size)
+        self.rule = rule
+        self.num_actions = self.size * self.size
+        self.observation_shape = (self.size, self.size, 4)
+
+    @property
+    def params(self):
+        return {"size": self.size, "rule": self.rule}
+
+    def _init(self, key):
+        del key
+        game = Game(board=jnp.full(self.num_actions, _EMPTY, jnp.int8), last=jnp.int32(-1))
+        return core.make_state(game, 0, jnp.ones(self.num_actions, jnp.bool_))
+
+    def _step(self, state, action, key):
+        del key
+        n = self.size
+        player = state.current_player
+        board = state.game.board.at[action].set(player.astype(jnp.int8))
+        runs = line_lengths(board.reshape(n, n), action // n, action % n, player, _REACH)
+        won = jnp.any(runs >= 5) if self.rule == "freestyle" else jnp.any(runs == 5)
+        full = state.step_count + 1 >= self.num_actions  # every legal ply fills one point
+        return state.replace(
+            game=Game(board=board, last=action),
+            current_player=1 - player,
+            legal_action_mask=board == _EMPTY,
+            rewards=jnp.where(won, core.win_rewards(player), 0.0),
+            terminated=won | full,
+        )
+
+    def _observe(self, state):
+        n = self.size
+        board = state.game.board
+        me = state.current_player.astype(jnp.int8)
+        last = jnp.arange(self.num_actions, dtype=jnp.int32) == state.game.last
+        planes = [board == me, board == 1 - me, last, jnp.broadcast_to(me == 0, board.shape)]
+        return jnp.stack(planes, axis=-1).astype(jnp.float32).reshape(n, n, 4)
+
+    def symmetries(self, obs, policy):
+        return core.dihedral_symmetries(obs, policy, self.size, self.size)
+
+    # ---------------------------------------------------------------- host side
+    def render(self, state) -> str:
+        """The board with X (black) / O (white), the last stone in parentheses, A.. / 1.. labels."""
+        n = self.size
+        board = np.asarray(state.game.board).reshape(n, n)
+        last = int(state.game.last)
+        marks = {_EMPTY: ".", 0: "X", 1: "O"}
+        lines = []
+        for r in range(n):
+            cells = []
+            for c in range(n):
+                mark = marks[int(board[r, c])]
+                cells.append(f"({mark})" if r * n + c == last else f" {mark} ")
+            lines.append(f"{n - r:>2} " + "".join(cells).rstrip())
+        lines.append("   " + "".join(f" {chr(ord('A') + c)} " for c in range(n)).rstrip())
+        return "\n".join(lines)
+
+    def action_to_str(self, action: int) -> str:
+        return core.point_name(int(action) // self.size, int(action) % self.size, self.size)
+
+    def _parse(self, text: str) -> int:
+        row, col = core.parse_point(text, self.size, self.size)
+        return row * self.size + col
+
+    def _illegal_reason(self, state, action: int) -> str:
+        if int(np.asarray(state.game.board)[action]) != _EMPTY:
+            return f"{self.action_to_str(action)} is occupied"
+        return super()._illegal_reason(state, action)
