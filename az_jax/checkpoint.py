@@ -64,7 +64,7 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
                 f"no checkpoints in {directory}: train first (python train.py --workdir "
                 f"{workdir}) or pass the workdir of a trained run")
         opts = ocp.CheckpointManagerOptions(read_only=True, create=False)
-        return ocp.CheckpointManager(directory, options=opts)
+        return ocp.CheckpointManager(directory, options=opts, item_handlers=_handlers())
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / ".write_test"
@@ -73,7 +73,12 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
     except OSError as e:
         raise OSError(f"cannot write checkpoints to {directory}: {e.strerror}. "
                       "Choose another --workdir or fix its permissions / free space.") from e
-    return ocp.CheckpointManager(directory, options=_options(keep))
+    return ocp.CheckpointManager(directory, options=_options(keep), item_handlers=_handlers())
+
+
+def _handlers() -> dict:
+    return {"state": ocp.StandardCheckpointHandler(), "replay": ocp.StandardCheckpointHandler(),
+            "meta": ocp.JsonCheckpointHandler()}
 
 
 def env_meta(env) -> dict:
@@ -102,16 +107,21 @@ def restore_latest(mngr, target_state: dict, replay_target=None):
     """
     for step in sorted(mngr.all_steps(), reverse=True):
         try:
-            items = {"state": ocp.args.StandardRestore(target_state),
-                     "meta": ocp.args.JsonRestore()}
-            has_replay = replay_target is not None and _has_item(mngr, step, "replay")
-            if has_replay:
-                items["replay"] = ocp.args.StandardRestore(replay_target)
-            out = mngr.restore(step, args=ocp.args.Composite(**items))
-            return step, out["state"], out["replay"] if has_replay else None, out["meta"]
+            out = mngr.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(target_state), meta=ocp.args.JsonRestore()))
         except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
             warnings.warn(f"skipping checkpoint {step} in {mngr.directory}: it does not "
                           f"restore ({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
+            continue
+        buffer = None
+        if replay_target is not None and _has_item(mngr, step, "replay"):
+            try:
+                buffer = mngr.restore(step, args=ocp.args.Composite(
+                    replay=ocp.args.StandardRestore(replay_target)))["replay"]
+            except Exception as e:  # noqa: BLE001 - e.g. another device count
+                warnings.warn(f"checkpoint {step}: the replay buffer does not restore "
+                              f"({type(e).__name__}); it refills from self-play", stacklevel=2)
+        return step, out["state"], buffer, out["meta"]
     return None
 
 
@@ -167,8 +177,12 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Re
         abstract = jax.eval_shape(lambda: network_lib.init_variables(
             net, ckpt_env, jax.random.PRNGKey(0)))
         try:
+            device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+            target = jax.tree.map(
+                lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                mngr.item_metadata(s)["state"])
             raw = mngr.restore(s, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore()))["state"]
+                state=ocp.args.StandardRestore(target)))["state"]
             variables = {"params": raw["train_state"]["params"]}
             if raw["train_state"].get("batch_stats"):
                 variables["batch_stats"] = raw["train_state"]["batch_stats"]
