@@ -12,7 +12,7 @@ def get_config():
     c.selfplay.batch_size, c.selfplay.num_plies = 128, 9
     c.selfplay.temperature_plies = 4
     c.replay.capacity, c.replay.min_size = 20_000, 500
-    c.train.num_iterations = 60
+    c.train.num_iterations = 40
     c.train.updates_per_iteration, c.train.batch_size = 16, 128
     c.train.learning_rate = 2e-3
     c.eval.every, c.eval.num_games = 20, 64

@@ -1,0 +1,135 @@
+"""Value targets (hand-made trajectories), self-play records, and the replay buffer."""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+import envs
+from az_jax import network, replay, search, selfplay
+
+ENV = envs.make("tictactoe")
+
+
+def _traj(player, reward, done, next_player):
+    T, B = np.asarray(player).shape
+    z = jnp.zeros((T, B))
+    return selfplay.Trajectory(
+        observation=z, policy=z, legal_mask=z, root_value=z,
+        player=jnp.asarray(player, jnp.int32), reward=jnp.asarray(reward, jnp.float32),
+        done=jnp.asarray(done, bool), next_player=jnp.asarray(next_player, jnp.int32))
+
+
+def test_value_targets_hand_made():
+    # Column 0: p0 wins at t=2; a new game starts at t=3 and p1 wins at t=4 (p1 moved);
+    #           then t=5 starts a game that has not ended (invalid).
+    # Column 1: a draw at t=1; then p1 loses (illegal move) at t=3; t=4,5 unfinished.
+    # Column 2: p0 moves twice in a row at t=0,1 (same mover: no sign flip), wins at t=1;
+    #           p1 resigns-by-illegal at t=2 (reward -1 for p1); the next game is a draw
+    #           at t=5.
+    player = [[0, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0], [1, 0, 1], [0, 1, 0]]
+    reward = [[0, 0, 0], [0, 0, 1], [1, 0, -1], [0, -1, 0], [1, 0, 0], [0, 0, 0]]
+    done = [[0, 0, 0], [0, 1, 1], [1, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1]]
+    nxt = [[1, 1, 0], [0, 0, 1], [1, 1, 0], [1, 0, 1], [0, 1, 0], [1, 0, 1]]
+    targets, valid = selfplay.value_targets(_traj(player, reward, done, nxt))
+    expected = np.array([
+        [1, 0, 1],
+        [-1, 0, 1],
+        [1, 1, -1],
+        [-1, -1, 0],
+        [1, 0, 0],
+        [0, 0, 0],
+    ], np.float32)
+    expected_valid = np.array([
+        [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [0, 0, 1]], bool)
+    np.testing.assert_array_equal(np.asarray(valid), expected_valid)
+    np.testing.assert_array_equal(np.asarray(targets)[expected_valid], expected[expected_valid])
+
+
+def test_selfplay_records_consistent_games():
+    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
+    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
+    cfg = ml_collections.ConfigDict(dict(
+        policy="gumbel", num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
+    fn = search.make_search(ENV, net, cfg)
+    states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 4))
+    traj, states = jax.jit(lambda s, k: selfplay.selfplay(
+        fn, ENV, variables, s, k, num_plies=20, temperature_plies=4))(states,
+                                                                       jax.random.PRNGKey(2))
+    assert traj.observation.shape == (20, 4, 3, 3, 3)
+    done = np.asarray(traj.done)
+    assert done.sum() >= 4  # tic-tac-toe ends within 9 plies
+    pol = np.asarray(traj.policy)
+    np.testing.assert_allclose(pol.sum(-1), 1.0, atol=1e-5)
+    assert np.all(pol[~np.asarray(traj.legal_mask)] == 0), "policy mass on illegal moves"
+    # Plies alternate within a game, and a game ends within 9 plies.
+    player, nxt = np.asarray(traj.player), np.asarray(traj.next_player)
+    np.testing.assert_array_equal(nxt[~done], 1 - player[~done])
+    targets, valid = selfplay.value_targets(traj)
+    assert set(np.unique(np.asarray(targets)[np.asarray(valid)])) <= {-1.0, 0.0, 1.0}
+
+
+def _samples(values):
+    n = len(values)
+    return replay.Sample(
+        observation=jnp.zeros((n, 3, 3, 3)), policy=jnp.zeros((n, 9)),
+        legal_mask=jnp.ones((n, 9), bool), value=jnp.asarray(values, jnp.float32))
+
+
+def _example():
+    return jax.tree.map(lambda x: x[0], _samples([0.0]))
+
+
+def test_replay_wraps_around_and_skips_invalid():
+    buf = replay.ReplayBuffer(capacity=5, env=ENV)
+    state = buf.init(_example())
+    add = jax.jit(buf.add, donate_argnums=0)
+    state = add(state, _samples([1, 2, 3, 4]), jnp.array([1, 0, 1, 1], bool))
+    np.testing.assert_array_equal(state.data.value[:3], [1, 3, 4])
+    assert int(state.size) == 3 and int(state.insert_pos) == 3
+    state = add(state, _samples([5, 6, 7, 8]), jnp.ones(4, bool))
+    # 5, 6 fill slots 3, 4; 7, 8 overwrite the oldest (slots 0, 1).
+    np.testing.assert_array_equal(state.data.value, [7, 8, 4, 5, 6])
+    assert int(state.size) == 5 and int(state.insert_pos) == 2
+    # More valid rows than capacity at once: the newest ones are kept.
+    state = add(state, _samples(list(range(10, 17))), jnp.ones(7, bool))
+    assert sorted(np.asarray(state.data.value).tolist()) == [12, 13, 14, 15, 16]
+
+
+def test_replay_samples_only_filled_slots():
+    buf = replay.ReplayBuffer(capacity=64, env=ENV)
+    state = buf.add(buf.init(_example()), _samples([3, 5, 7]), jnp.ones(3, bool))
+    batch = jax.jit(lambda s, k: buf.sample(s, k, 512, augment=False))(state,
+                                                                        jax.random.PRNGKey(0))
+    assert set(np.asarray(batch.value).tolist()) == {3.0, 5.0, 7.0}
+
+
+def test_replay_symmetry_keeps_policy_obs_and_mask_aligned():
+    """Put the policy on the mover's own stone and mark a blocked point in the mask: after
+    any random symmetry, the policy must still point at an own stone and the mask agree."""
+    rng = np.random.default_rng(0)
+    n = 64
+    obs = np.zeros((n, 3, 3, 3), np.float32)
+    pol = np.zeros((n, 9), np.float32)
+    mask = np.ones((n, 9), bool)
+    for i in range(n):
+        own, other = rng.choice(9, 2, replace=False)
+        obs[i].reshape(9, 3)[own, 0] = 1
+        obs[i].reshape(9, 3)[other, 1] = 1
+        pol[i, own] = 1
+        mask[i, other] = False
+    samples = replay.Sample(jnp.asarray(obs), jnp.asarray(pol), jnp.asarray(mask),
+                            jnp.zeros(n))
+    buf = replay.ReplayBuffer(capacity=n, env=ENV)
+    state = buf.add(buf.init(_example()), samples, jnp.ones(n, bool))
+    batch = jax.jit(lambda s, k: buf.sample(s, k, 256))(state, jax.random.PRNGKey(1))
+    b_obs, b_pol, b_mask = map(np.asarray, (batch.observation, batch.policy, batch.legal_mask))
+    seen = set()
+    for o, p, m in zip(b_obs, b_pol, b_mask, strict=True):
+        a = int(p.argmax())
+        assert o.reshape(9, 3)[a, 0] == 1, "policy no longer on the own stone"
+        blocked = int(np.flatnonzero(~m)[0])
+        assert o.reshape(9, 3)[blocked, 1] == 1, "mask no longer on the opponent stone"
+        seen.add(a)
+    assert len(seen) > 3  # symmetries really were applied
