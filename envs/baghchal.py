@@ -50,7 +50,6 @@ can fill), so each step compares one word per entry.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import NamedTuple
 
@@ -90,9 +89,8 @@ def _build_tables():
     """Static move tables: line bitmasks per direction and per-action endpoints."""
     step_line = np.zeros(8, np.uint32)  # bit p set if a step from p in direction d exists
     jump_line = np.zeros(8, np.uint32)
-    src = np.arange(NUM_ACTIONS) % P
-    dst = src.copy()  # landing point (the point itself for placements / impossible moves)
-    mid = src.copy()  # jumped point (jumps only)
+    dst = np.arange(NUM_ACTIONS) % P  # landing point (the point itself where there is none)
+    mid = dst.copy()  # jumped point (jumps only)
     valid = np.zeros(NUM_ACTIONS, bool)
     valid[:P] = True
     for p in range(P):
@@ -105,15 +103,14 @@ def _build_tables():
                     valid[a] = True
                     dst[a] = p + length * _DELTA[d]
                     mid[a] = p + _DELTA[d]
-    return step_line, jump_line, src, dst, mid, valid
+    return step_line, jump_line, dst, mid, valid
 
 
-_STEP_LINE, _JUMP_LINE, _SRC, _DST, _MID, _VALID = _build_tables()
+# Host-side tables (_DST, _MID, _VALID: per action) and per-direction line masks.
+_STEP_LINE, _JUMP_LINE, _DST, _MID, _VALID = _build_tables()
 _ALL = np.uint32((1 << P) - 1)
 _BELOW = np.array([(1 << p) - 1 for p in range(P)], np.uint32)  # the bits below point p
 _POINTS = np.arange(P, dtype=np.uint32)
-# _BINOM[n * 6 + k] = C(n, k), for ranking the tigers among the points free of goats.
-_BINOM = np.array([math.comb(n, k) for n in range(P) for k in range(6)], np.uint32)
 _TIGERS0 = np.uint32(sum(1 << p for p in _CORNERS))
 
 
@@ -177,7 +174,7 @@ def _move_words(goats, tigers, placed, tiger_to_move) -> jax.Array:
 
 def _words_to_mask(words: jax.Array) -> jax.Array:
     """uint32[17] plane words -> bool[425] legal action mask."""
-    bits = (words[:, None] >> jnp.arange(P, dtype=jnp.uint32)) & 1
+    bits = (words[:, None] >> _POINTS[None, :]) & 1
     return bits.reshape(-1).astype(jnp.bool_)
 
 
@@ -195,19 +192,31 @@ def _arrangement_key(goats, tigers) -> jax.Array:
     most 4 captured) the rank is below C(9, 4) = 126, so the key is exact (injective).
     """
     free = _ALL & ~goats
-    rank = jax.lax.population_count(free & _BELOW)  # [25] free points below each point
+    n = jax.lax.population_count(free & _BELOW)  # [25] free points below each point
     order = jax.lax.population_count(tigers & _BELOW)  # [25] tigers below each point
-    terms = jnp.asarray(_BINOM)[rank * 6 + jnp.minimum(order + 1, 5)]
+    # C(n, k) for k = 1..4 by the recurrence C(n, k) = C(n, k - 1) (n - k + 1) / k (exact
+    # in uint32; arithmetic instead of a table lookup, since gathers are slow under vmap).
+    c1 = n
+    c2 = c1 * (n - 1) // 2
+    c3 = c2 * (n - 2) // 3
+    c4 = c3 * (n - 3) // 4
+    terms = jnp.where(order == 0, c1, jnp.where(order == 1, c2, jnp.where(order == 2, c3, c4)))
     combo = jnp.sum(jnp.where((tigers >> _POINTS) & 1 == 1, terms, 0), dtype=jnp.uint32)
     return goats | (combo << 25)
 
 
 def _apply(goats, tigers, action, tiger_to_move):
-    """Moves the pieces for a (legal) action. Returns (goats, tigers, placed?, captured?)."""
-    src, dst, mid = jnp.asarray(_SRC)[action], jnp.asarray(_DST)[action], jnp.asarray(_MID)[action]
+    """Moves the pieces for a (legal) action. Returns (goats, tigers, placed?, captured?).
+
+    Decoded by arithmetic rather than from the tables: gathers are slow under vmap.
+    """
+    plane, src = action // P, action % P
+    is_place = plane == 0
+    is_jump = plane >= 9
+    delta = jnp.sum(jnp.where(jnp.arange(8) == (plane - 1) % 8, _DELTA.astype(np.int32), 0))
+    mid = jnp.clip(src + delta, 0, P - 1)  # (clipped: impossible actions are never legal)
+    dst = jnp.where(is_place, src, jnp.clip(src + jnp.where(is_jump, 2, 1) * delta, 0, P - 1))
     one = jnp.uint32(1)
-    is_place = action < P
-    is_jump = action >= 9 * P
     moved = jnp.where(is_place, jnp.uint32(0), one << src.astype(jnp.uint32))
     moved = moved | (one << dst.astype(jnp.uint32))
     taken = jnp.where(is_jump, one << mid.astype(jnp.uint32), jnp.uint32(0))
@@ -231,7 +240,7 @@ class BaghChal(core.Env):
 
     def __init__(self, max_steps: int = 200):
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int (plies per game), got {max_steps!r}")
+            raise ValueError(f"max_steps must be a positive int (plies), got {max_steps!r}")
         self.max_steps = max_steps
         self._history = max(max_steps - _LAST_PLACEMENT_PLY + 1, 1)
 
@@ -266,10 +275,10 @@ class BaghChal(core.Env):
         counted = placed >= NUM_GOATS
         n = jnp.where(counted & ~is_jump, g.hist_len, 0)
         in_use = jnp.arange(self._history) < n
-        key = _arrangement_key(goats, tigers)
-        seen = jnp.sum(in_use & (g.history == key), dtype=jnp.int32)
+        arrangement = _arrangement_key(goats, tigers)
+        seen = jnp.sum(in_use & (g.history == arrangement), dtype=jnp.int32)
         seen = jnp.where(counted, seen, 0)
-        history = g.history.at[jnp.minimum(n, self._history - 1)].set(key)
+        history = g.history.at[jnp.minimum(n, self._history - 1)].set(arrangement)
         hist_len = jnp.where(counted, jnp.minimum(n + 1, self._history), 0)
 
         words = _move_words(goats, tigers, placed, player == 0)
@@ -322,27 +331,34 @@ class BaghChal(core.Env):
           player: who moves, 0 = goats, 1 = tigers.
           placed: goats placed so far; captured: goats captured so far.
         Returns:
-          an unbatched state with an empty repetition history (the position counts once).
+          an unbatched, unfinished state whose repetition history holds just this position
+          (once all goats are placed).
+        Raises:
+          ValueError: a malformed board, inconsistent counts, or a finished position.
         """
         rows = [r.replace(" ", "") for r in board.strip().splitlines() if r.strip()]
         if len(rows) != N or any(len(r) != N or set(r) - set("TG.") for r in rows):
             raise ValueError(f"expected {N} rows of {N} characters T, G or ., got {board!r}")
+        if player not in (0, 1) or not 0 <= captured < WIN_CAPTURES or not placed <= NUM_GOATS:
+            raise ValueError("player must be 0 or 1, captured 0..4 and placed at most 20")
         cells = "".join(rows)
-        goats = sum(1 << p for p, ch in enumerate(cells) if ch == "G")
-        tigers = sum(1 << p for p, ch in enumerate(cells) if ch == "T")
         if cells.count("T") != 4 or cells.count("G") != placed - captured:
             raise ValueError("need 4 tigers and placed - captured goats on the board")
+        goats = jnp.uint32(sum(1 << p for p, ch in enumerate(cells) if ch == "G"))
+        tigers = jnp.uint32(sum(1 << p for p, ch in enumerate(cells) if ch == "T"))
         state = self.init(jax.random.PRNGKey(0))
         counted = placed >= NUM_GOATS
         game = state.game._replace(
-            goats=jnp.uint32(goats),
-            tigers=jnp.uint32(tigers),
+            goats=goats,
+            tigers=tigers,
             placed=jnp.int32(placed),
             captured=jnp.int32(captured),
             history=state.game.history.at[0].set(_arrangement_key(goats, tigers)),
             hist_len=jnp.int32(1 if counted else 0),
         )
         words = _move_words(game.goats, game.tigers, game.placed, jnp.asarray(player == 1))
+        if not np.any(np.asarray(words)):
+            raise ValueError("the side to move has no legal move: the game is already over")
         state = state.replace(
             game=game,
             current_player=jnp.int32(player),

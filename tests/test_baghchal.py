@@ -23,6 +23,7 @@ os.chdir(_cwd)
 env = envs.make("baghchal")
 step = jax.jit(env.step)
 init = jax.jit(env.init)
+symmetries = jax.jit(env.symmetries)
 KEY = jax.random.PRNGKey(0)
 
 
@@ -39,7 +40,7 @@ def position(board, player=0, placed=20, captured=0):
 
 # ------------------------------------------------------------------ protocol
 def test_api():
-    api_test(env, num_games=16, max_plies=300)
+    api_test(env)
 
 
 def test_params_and_make():
@@ -174,11 +175,310 @@ def _replay_against_reference(recs, g):
 def test_against_reference_package():
     """400 games (random and careful play): same legal moves, board, captures and result at
     every ply as the PyPI package. Goat wins, tiger wins and repetition draws all occur."""
-    game_env = envs.make("baghchal", max_steps=500)
+    game_env = envs.make("baghchal", max_steps=300)
     batch = 400
     careful = jnp.arange(batch) % 4 != 0  # a quarter random, the rest careful
-    recs = jax.tree.map(np.asarray, _rollout(game_env, jax.random.PRNGKey(1), careful, 500))
+    recs = jax.tree.map(np.asarray, _rollout(game_env, jax.random.PRNGKey(1), careful, 300))
     outcomes = [_replay_against_reference(recs, g) for g in range(batch)]
     counts = {k: outcomes.count(k) for k in ("G", "B", "draw", "cut")}
     print("outcomes:", counts)
     assert counts["G"] > 0 and counts["B"] > 0 and counts["draw"] > 0, counts
+
+
+# ------------------------------------------------------------------ hand-worked positions
+def _result(state):
+    return bool(state.terminated), bool(state.truncated), np.asarray(state.rewards).tolist()
+
+
+def test_capture_along_a_diagonal():
+    s = position("""
+        T...T
+        .....
+        .....
+        .G...
+        T...T""", player=1, placed=1)
+    a = env.parse_action("A1-C3", s)
+    assert env.action_to_str(a) == "A1xC3" and a >= 225
+    s = step(s, a)
+    assert int(s.game.captured) == 1 and int(s.game.goats) == 0
+    assert env._cells(s)[12] == "T" and env._cells(s)[20] == "."
+    assert _result(s) == (False, False, [0.0, 0.0])
+    np.testing.assert_allclose(s.observation[..., 5], 0.2)
+    assert "captured: 1/5" in env.render(s)
+
+
+def test_no_diagonal_capture_off_the_diagonals():
+    # B1 has no diagonal line: the goat on C2 cannot be jumped from B1, the one on B2 can.
+    s = position("""
+        T...T
+        .....
+        .....
+        .GG..
+        .T..T""", player=1, placed=2)
+    legal = {env.action_to_str(a) for a in np.flatnonzero(s.legal_action_mask)}
+    assert "B1xB3" in legal
+    assert not any(m.startswith("B1x") and m != "B1xB3" for m in legal)
+    assert "B1-C2" not in legal and "B1-A2" not in legal and "B1-A1" in legal
+    with pytest.raises(ValueError, match="not a jump away from B1 along a line"):
+        env.parse_action("B1-D3", s)
+    with pytest.raises(ValueError, match="not adjacent to B1 along a line"):
+        env.parse_action("B1-C2", s)
+
+
+TRAP = """
+    TGGGT
+    GGGGG
+    GG.GG
+    GGGGG
+    TGGGT"""
+
+
+def test_tigers_trapped_goats_win():
+    s = position(TRAP, player=0)
+    assert _result(play(s, "D2-C3")) == (False, False, [0.0, 0.0])  # frees D2 next to E1
+    s = play(s, "C4-C3")  # frees C4, which no tiger reaches
+    assert _result(s) == (True, False, [1.0, -1.0])
+    assert "goats win" in env.render(s)
+
+
+def test_fifth_capture_tigers_win():
+    s = position("""
+        TGGGT
+        GG.GG
+        GG.GG
+        GGGG.
+        T..GT""", player=1, placed=20, captured=4)
+    s2 = play(s, "A1xC3")
+    assert int(s2.game.captured) == 5
+    assert _result(s2) == (True, False, [-1.0, 1.0])
+    assert "tigers win" in env.render(s2)
+    assert _result(play(s, "A1-B1")) == (False, False, [0.0, 0.0])
+
+
+def test_goats_without_a_move_tigers_win():
+    s = position("""
+        TTGGG
+        T.GGG
+        GGGGG
+        GGGGG
+        GGGGT""", player=1)
+    assert _result(play(s, "B5-B4")) == (False, False, [0.0, 0.0])  # C5 can step to B5
+    s = play(s, "A5-B4")  # A5 is empty but only tigers touch it
+    assert _result(s) == (True, False, [-1.0, 1.0])
+
+
+REP = """
+    T.GGG
+    ..GGG
+    TGGGG
+    GGGGG
+    TGGGT"""
+
+
+def _plies_until_end(s, moves):
+    """Plays moves; returns the 1-based ply at which the game ended (0 if it did not)."""
+    for ply, text in enumerate(moves, 1):
+        s = play(s, text)
+        if bool(s.done):
+            assert _result(s) == (True, False, [0.0, 0.0]), "expected a draw"
+            return ply
+    return 0
+
+
+def test_threefold_repetition_is_a_draw():
+    s = position(REP, player=1, captured=2)
+    assert float(s.observation[0, 0, 6]) == 0.0
+    cycle = ["A5-A4", "C5-B5", "A4-A5", "B5-C5"]
+    s4 = play(s, *cycle)
+    assert int(s4.game.seen_before) == 1 and float(s4.observation[0, 0, 6]) == 1.0
+    assert _plies_until_end(s, cycle * 3) == 8
+
+
+def test_repetition_ignores_who_moves():
+    # Tigers to move at the start; after a tiger triangle the arrangement is back with the
+    # goats to move, and that counts as its 2nd occurrence.
+    s = position(REP, player=1, captured=2)
+    odd = ["A5-A4", "C5-B5", "A4-B4", "B5-C5", "B4-A5"]
+    assert _plies_until_end(s, odd + ["C5-B5", "A5-A4", "B5-C5", "A4-A5"] * 2) == 9
+
+
+def test_repetition_counts_from_the_last_placement():
+    s = position(REP.replace("GGGGG\n    TGGGT", "GGG.G\n    TGGGT"), player=0, placed=19,
+                 captured=2)
+    assert int(s.game.hist_len) == 0
+    s = play(s, "D2")
+    assert int(s.game.hist_len) == 1 and bool(s.game.placed == 20)
+    cycle = ["A5-A4", "C5-B5", "A4-A5", "B5-C5"]
+    assert _plies_until_end(s, cycle * 3) == 8
+
+
+def test_arrangement_key_is_exact():
+    """Once all goats are placed (at most 9 points free of goats), the one-word key tells
+    every tiger arrangement apart and keeps the goats' word."""
+    import itertools
+
+    key = jax.jit(jax.vmap(bc._arrangement_key))
+    rng = np.random.default_rng(0)
+    for free_count in (5, 6, 7, 8, 9, 9):
+        free = rng.choice(25, size=free_count, replace=False)
+        goats = sum(1 << p for p in range(25) if p not in free)
+        tigers = [sum(1 << int(p) for p in c) for c in itertools.combinations(free, 4)]
+        keys = np.asarray(key(jnp.full(len(tigers), goats, jnp.uint32),
+                              jnp.array(tigers, jnp.uint32)))
+        assert len(set(keys.tolist())) == len(tigers)
+        np.testing.assert_array_equal(keys & ((1 << 25) - 1), goats)
+
+
+def test_state_from_board_checks_its_input():
+    with pytest.raises(ValueError, match="5 rows"):
+        position("T...T")
+    with pytest.raises(ValueError, match="placed - captured"):
+        position(REP, captured=0)
+    with pytest.raises(ValueError, match="already over"):
+        position("TGGGT GG.GG GGGGG GGGGG TGGGT".replace(" ", "\n"), player=1)  # trapped
+
+
+def test_placements_are_not_counted():
+    s, hist = init(KEY), []
+    for _ in range(39):
+        hist.append(int(s.game.hist_len))
+        s = step(s, int(np.flatnonzero(s.legal_action_mask)[0]))
+    assert hist == [0] * 39 and int(s.game.placed) == 20 and int(s.game.hist_len) == 1
+
+
+def test_max_steps_truncation():
+    short = envs.make("baghchal", max_steps=41)
+    step41 = jax.jit(short.step)
+    s = short.init(KEY)
+    for ply in range(1, 42):
+        s = step41(s, int(np.flatnonzero(s.legal_action_mask)[-1]))
+        assert bool(s.truncated) == (ply == 41) and not bool(s.terminated)
+    np.testing.assert_array_equal(s.rewards, 0.0)
+    assert np.all(s.legal_action_mask) and "draw" in short.render(s)
+
+
+# ------------------------------------------------------------------ illegal moves
+def test_illegal_moves_lose_and_are_explained():
+    s = play(init(KEY), "C3")  # tigers to move
+    with pytest.raises(ValueError, match="tigers are never placed"):
+        env.parse_action("B2", s)
+    with pytest.raises(ValueError, match="no tiger on C3"):
+        env.parse_action("C3-C4", s)
+    with pytest.raises(ValueError, match="no goat to jump on B1"):
+        env.parse_action("A1-C1", s)
+    with pytest.raises(ValueError, match="D5 is occupied by a goat"):
+        env.parse_action("E5-D5", play(s, "A5-B5", "D5"))
+    s = play(s, "A1-B2")  # goats to move, still placing
+    with pytest.raises(ValueError, match="C3 is occupied by a goat"):
+        env.parse_action("C3", s)
+    with pytest.raises(ValueError, match="goats are still being placed \\(19 left\\)"):
+        env.parse_action("C3-C4", s)
+    for text in ("C3", "C3-C4", "B2"):  # occupied, moving while placing, on a tiger
+        lost = step(s, env._parse(text))
+        assert _result(lost) == (True, False, [-1.0, 1.0])
+    s = position(REP, player=0, captured=2)
+    with pytest.raises(ValueError, match="all 20 goats are placed"):
+        env.parse_action("B5", s)
+    with pytest.raises(ValueError, match="goats cannot jump"):
+        env.parse_action("C4-A4", s)
+    with pytest.raises(ValueError, match="game is over"):
+        env.parse_action("C4-B4", position(TRAP, player=0).replace(terminated=jnp.array(True)))
+
+
+# ------------------------------------------------------------------ symmetries
+def test_symmetries_are_game_symmetries_in_the_movement_phase():
+    """Replaying the transformed actions of a long game (with captures) gives the
+    transformed observation and legal mask, for all 8 symmetries."""
+    perm = np.asarray(bc._SYMMETRY_SRC)  # new action -> old action
+    inverse = np.argsort(perm, axis=1)  # old action -> new action
+    assert all(sorted(row) == list(range(425)) for row in perm)
+    s, actions, key = init(KEY), [], jax.random.PRNGKey(5)
+    while len(actions) < 80:
+        key, sub = jax.random.split(key)
+        a = int(jax.random.choice(sub, 425, p=s.legal_action_mask / s.legal_action_mask.sum()))
+        nxt = step(s, a)
+        if bool(nxt.done):
+            break
+        s, actions = nxt, actions + [a]
+    assert int(s.game.placed) == 20 and any(a >= 225 for a in actions), "want jumps in play"
+    t_obs, t_mask = symmetries(s.observation, s.legal_action_mask.astype(jnp.float32))
+    for k in range(8):
+        other = init(KEY)
+        for a in actions:
+            other = step(other, int(inverse[k, a]))
+        np.testing.assert_array_equal(t_obs[k], other.observation)
+        np.testing.assert_array_equal(t_mask[k] > 0.5, other.legal_action_mask)
+
+
+def test_symmetry_placements_match_core():
+    obs = jax.random.uniform(KEY, (5, 5, 7))
+    pol = jax.random.uniform(jax.random.PRNGKey(1), (425,))
+    o8, p8 = symmetries(obs, pol)
+    o_core, p_core = jax.jit(envs.core.dihedral_symmetries, static_argnums=(2, 3))(
+        obs, pol[:25], 5, 5)
+    np.testing.assert_array_equal(o8, o_core)
+    np.testing.assert_array_equal(p8[:, :25], p_core)
+    np.testing.assert_array_equal(p8[0], pol)
+    np.testing.assert_allclose(p8.sum(-1), pol.sum(), rtol=1e-6)
+
+
+# ------------------------------------------------------------------ text
+def test_parse_good_text():
+    assert env.parse_action("C3") == 12 == env.parse_action(" c3 ")
+    step_a1b2 = env.parse_action("A1-B2")
+    assert env.action_to_str(step_a1b2) == "A1-B2"
+    assert {env.parse_action(t) for t in ("a1b2", "A1 B2", "A1 - B2")} == {step_a1b2}
+    jump = env.parse_action("A1-C3")
+    assert env.action_to_str(jump) == "A1xC3"
+    assert {env.parse_action(t) for t in ("A1C3", "a1xc3", "A1 x C3")} == {jump}
+    for a in np.flatnonzero(bc._VALID):
+        assert env.parse_action(env.action_to_str(a)) == a
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "cannot read"),
+        ("hello", "cannot read"),
+        ("A1-", "cannot read"),
+        ("A1-B2-C3", "cannot read"),
+        ("A1--B2", "cannot read"),
+        ("F1", "off the board"),
+        ("A6", "off the board"),
+        ("A0-A1", "off the board"),
+        ("A1-A1", "two different points"),
+        ("A1-D4", "not adjacent to A1 along a line, nor a jump away"),
+        ("A1-B3", "not adjacent to A1 along a line, nor a jump away"),
+        ("A2-B3", "B3 is not adjacent to A2 along a line"),
+        ("A2-C4", "C4 is not a jump away from A2 along a line"),
+    ],
+)
+def test_parse_bad_text(text, message):
+    with pytest.raises(ValueError, match=message):
+        env.parse_action(text)
+
+
+def test_render_and_names():
+    s = play(init(KEY), "C3", "A1-B2")
+    text = env.render(s)
+    assert text.splitlines()[0] == "5  T---.---.---.---T"
+    assert text.splitlines()[1] == "   | \\ | / | \\ | / |"
+    assert "3  .---.---G---.---." in text and "2  .---T---.---.---." in text
+    assert "   A   B   C   D   E" in text
+    assert "goats in hand: 19" in text and "to move: goats" in text
+    assert env.action_to_str(424) == "E1xC3"  # the last jump plane (NW) from the last point
+    assert env.action_to_str(25) == "A5:step-N(no line)"  # along no line: never legal
+    assert "out of range" in env.action_to_str(425)
+
+
+def test_observation_planes():
+    s = play(init(KEY), "C3")
+    obs = np.asarray(s.observation)
+    assert obs[2, 2, 1] == 1.0 and obs[..., 1].sum() == 1.0 and obs[..., 0].sum() == 4.0
+    np.testing.assert_array_equal(obs[..., 2], 1.0)  # tigers to move
+    np.testing.assert_array_equal(obs[..., 3], 1.0)  # placing
+    np.testing.assert_allclose(obs[..., 4], 19 / 20)
+    end = position(REP, player=0, captured=2)
+    obs = np.asarray(end.observation)
+    np.testing.assert_array_equal(obs[..., 2:4], 0.0)
+    np.testing.assert_allclose(obs[..., 4:6], np.broadcast_to([0.0, 0.4], (5, 5, 2)))
