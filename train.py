@@ -17,6 +17,10 @@ from ml_collections import config_flags
 
 from az_jax import parallel_setup
 
+# Before anything initialises JAX (the default config file below is loaded at definition).
+parallel_setup.use_all_cpu_cores()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `from configs import ...`
+
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "connect4.py"),
     "Training config file (configs/<game>.py). Override fields with --config.a.b=value.",
@@ -46,6 +50,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    parallel_setup.use_all_cpu_cores()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # configs/ imports
     app.run(main)

@@ -214,3 +214,81 @@ def _check_shapes(expected, got, where: str) -> None:
 def config_json(config: ml_collections.ConfigDict) -> dict:
     """The config as plain JSON data."""
     return json.loads(config.to_json())
+
+
+MODELS_DIR = Path(__file__).parent / "models"
+
+
+def shipped_models() -> list[str]:
+    """Names of the pretrained models that ship with the package (`--model NAME`)."""
+    if not MODELS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / SUBDIR).is_dir())
+
+
+def load(workdir=None, checkpoint=None, model=None, step=None, env=None) -> Restored:
+    """Restores from exactly one of: a training workdir, a checkpoint directory
+    (`<workdir>/checkpoints/<iteration>`), or a shipped model name.
+
+    Raises:
+      ValueError: none or several sources, or an unknown model name (listing the names).
+      FileNotFoundError: nothing restorable there.
+    """
+    given = [x is not None for x in (workdir, checkpoint, model)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of --workdir, --checkpoint or --model")
+    if model is not None:
+        names = shipped_models()
+        if model not in names:
+            raise ValueError(f"no shipped model {model!r}; available: "
+                             f"{', '.join(names) or 'none yet'}")
+        return restore(MODELS_DIR / model, step=step, env=env)
+    if checkpoint is not None:
+        path = Path(checkpoint).expanduser().absolute()
+        if not path.name.isdigit() or path.parent.name != SUBDIR:
+            raise ValueError(f"{checkpoint} is not a checkpoint directory: expected "
+                             f"<workdir>/{SUBDIR}/<iteration>")
+        return restore(path.parent.parent, step=int(path.name), env=env)
+    return restore(workdir, step=step, env=env)
+
+
+def export_model(workdir, out_dir, step: int | None = None, note: str = "") -> Path:
+    """Writes a slim, play-only copy of a run's network (no optimizer, no replay) as a
+    one-checkpoint workdir that `restore` / `load(model=...)` read like any other.
+
+    Returns the new checkpoint directory.
+    """
+    restored = restore(workdir, step=step)
+    out_dir = Path(out_dir)
+    mngr = manager(out_dir, keep=1)
+    state = {"train_state": dict(restored.variables)}
+    meta = dict(restored.meta, exported_from=str(Path(workdir).absolute()), note=note)
+    save(mngr, restored.iteration, state, meta)
+    return Path(mngr.directory) / str(restored.iteration)
+
+
+def _main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m az_jax.checkpoint",
+        description="Checkpoint tools. `export` writes a slim play-only copy of a run's "
+                    "network (e.g. into az_jax/models/<name> to ship it).")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("export", help="export a run's network for play/evaluation")
+    ex.add_argument("--workdir", required=True, help="training workdir")
+    ex.add_argument("--out", required=True, help="output directory (a new workdir)")
+    ex.add_argument("--step", type=int, default=None, help="iteration (default: newest)")
+    ex.add_argument("--note", default="", help="free text stored in the metadata")
+    args = parser.parse_args(argv)
+    try:
+        path = export_model(args.workdir, args.out, args.step, args.note)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}")
+        return 2
+    print(f"exported to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -20,9 +20,9 @@ def get_config():
         c.train.num_iterations = 150
         c.replay.capacity = 50_000
     else:
-        c.network.channels, c.network.num_blocks = 128, 8
+        c.network.channels, c.network.num_blocks = 64, 6
         c.search.num_simulations = 64
-        c.selfplay.batch_size, c.selfplay.num_plies = 2048, 32
+        c.selfplay.batch_size, c.selfplay.num_plies = 1024, 32
         c.train.updates_per_iteration, c.train.batch_size = 64, 1024
         c.train.num_iterations = 400
         c.replay.capacity = 1_000_000
