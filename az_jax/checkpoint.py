@@ -91,6 +91,8 @@ def save(mngr, iteration: int, state: dict, meta: dict, replay=None, score=None)
     if replay is not None:
         items["replay"] = ocp.args.StandardSave(replay)
     metrics = None if score is None else {"score": float(score)}
+    if int(iteration) in mngr.all_steps():  # a damaged one that restore skipped: replace it
+        mngr.delete(int(iteration))
     mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics, force=True)
     mngr.wait_until_finished()
 
@@ -186,13 +188,12 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Re
             variables = {"params": raw["train_state"]["params"]}
             if raw["train_state"].get("batch_stats"):
                 variables["batch_stats"] = raw["train_state"]["batch_stats"]
-            _check_shapes(abstract, variables, str(workdir))
-        except ValueError:
-            raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
             last_error = e
-            warnings.warn(f"skipping checkpoint {s}: it does not restore ({e})", stacklevel=2)
+            warnings.warn(f"skipping checkpoint {s}: it does not restore "
+                          f"({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
             continue
+        _check_shapes(abstract, variables, str(workdir))
         variables = jax.tree.map(jax.numpy.asarray, variables)
         return Restored(ckpt_env, config, net, variables, int(meta["iteration"]), meta,
                         str(Path(mngr.directory) / str(s)))

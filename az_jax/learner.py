@@ -109,7 +109,7 @@ def update(state: TrainState, batch: Sample, *, net, tx, value_weight: float = 1
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
     (loss, (metrics, new_stats)), grads = grad_fn(
         state.params, state.batch_stats, net, batch, value_weight)
-    grad_norm = optax.global_norm(grads)
+    grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     new = TrainState(step=state.step + 1, params=params, batch_stats=new_stats,

@@ -1,0 +1,100 @@
+"""A thin adapter that puts any two-player pgx environment on our protocol.
+
+    env = envs.make("pgx:othello")      # also pgx:go_9x9, pgx:hex, pgx:connect_four, ...
+
+pgx is an optional dependency (`pip install -e ".[pgx]"`). Differences it papers over:
+pgx draws which player id moves first at random, while here player 0 always moves first, so
+player ids and rewards are mapped through the first mover; pgx observations are bool and are
+cast to float32. No symmetries are assumed (identity only) and the host-side notation is the
+plain action index.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from envs import core
+
+
+def _pgx():
+    try:
+        import pgx
+    except ImportError as e:
+        raise ValueError("pgx environments need the optional dependency pgx: "
+                         'pip install -e ".[pgx]"') from e
+    return pgx
+
+
+class PgxEnv(core.Env):
+    """A pgx two-player game. `game` in our State is `(pgx_state, first_mover_pgx_id)`."""
+
+    version = "pgx-v1"
+
+    def __init__(self, pgx_id: str):
+        pgx = _pgx()
+        if pgx_id not in pgx.available_envs():
+            raise ValueError(f"unknown pgx env {pgx_id!r}; available: "
+                             f"{', '.join(pgx.available_envs())}")
+        self._env = pgx.make(pgx_id)
+        if self._env.num_players != 2:
+            raise ValueError(f"pgx:{pgx_id} has {self._env.num_players} players; only "
+                             "two-player games are supported")
+        self.pgx_id = pgx_id
+        self.num_actions = int(self._env.num_actions)
+        self.observation_shape = tuple(self._env.observation_shape)
+
+    @property
+    def id(self):  # noqa: D102 - instance id, e.g. "pgx:othello"
+        return f"pgx:{self.pgx_id}"
+
+    @property
+    def params(self):
+        return {}
+
+    def _wrap(self, s, first, prev=None):
+        ours = jnp.where(s.current_player == first, 0, 1).astype(jnp.int32)
+        rewards = jnp.where(first == 0, s.rewards, s.rewards[::-1]).astype(jnp.float32)
+        base = prev if prev is not None else core.make_state(None, 0, s.legal_action_mask)
+        return base.replace(
+            game=(s, first),
+            current_player=ours,
+            legal_action_mask=s.legal_action_mask,
+            rewards=rewards,
+            terminated=s.terminated,
+            truncated=s.truncated,
+        )
+
+    def _init(self, key):
+        s = self._env.init(key)
+        return self._wrap(s, s.current_player.astype(jnp.int32))
+
+    def _step(self, state, action, key):
+        s, first = state.game
+        return self._wrap(self._env.step(s, action, key), first, state)
+
+    def _observe(self, state):
+        s, first = state.game
+        ours = jnp.where(state.current_player == 0, first, 1 - first)
+        with warnings.catch_warnings():  # pgx deprecates player_id; we need other views
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return self._env.observe(s, ours).astype(jnp.float32)
+
+    def render(self, state) -> str:
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+        obs = np.asarray(state.observation)
+        return (f"pgx:{self.pgx_id} ply {int(state.step_count)}, player {int(state.current_player)} "
+                f"to move; observation planes {obs.shape}; legal actions: "
+                f"{' '.join(map(str, legal[:40]))}{' ...' if len(legal) > 40 else ''}")
+
+    def action_to_str(self, action: int) -> str:
+        return str(int(action))
+
+    def _parse(self, text: str) -> int:
+        if not text.isdigit() or not 0 <= int(text) < self.num_actions:
+            raise ValueError(f"cannot read {text!r}: expected an action index "
+                             f"0..{self.num_actions - 1}")
+        return int(text)
+

@@ -1,0 +1,151 @@
+"""Crash-proof training: SIGKILL at random moments (also during saves), corrupt checkpoints.
+
+A run killed again and again must end with exactly the network of a run never killed:
+the checkpoint holds the iteration, RNG stream, games in progress and replay contents, and
+orbax only ever exposes complete checkpoints.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from az_jax import checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+ITERATIONS = 12
+ARGS = [
+    "--config", str(ROOT / "configs" / "tictactoe.py"),
+    "--config.network.channels=8", "--config.network.num_blocks=1",
+    "--config.search.num_simulations=4", "--config.selfplay.batch_size=16",
+    "--config.selfplay.num_plies=5", "--config.train.updates_per_iteration=2",
+    "--config.train.batch_size=32", "--config.replay.min_size=1",
+    "--config.replay.capacity=512", f"--config.train.num_iterations={ITERATIONS}",
+    "--config.checkpoint.every=1", "--config.checkpoint.keep=2", "--config.eval.every=0",
+    "--config.log.progress=False",
+]
+
+
+def _env(cache):
+    env = dict(os.environ)
+    env.update(XLA_FLAGS="--xla_force_host_platform_device_count=1",
+               JAX_COMPILATION_CACHE_DIR=str(cache),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+               PYTHONUNBUFFERED="1")
+    return env
+
+
+def _start(workdir, cache, log):
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), "--workdir", str(workdir),
+                             *ARGS], cwd=ROOT, env=_env(cache), stdout=log,
+                            stderr=subprocess.STDOUT)
+
+
+def _complete_steps(workdir):
+    d = Path(workdir) / "checkpoints"
+    if not d.exists():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
+
+
+def _saving(workdir):
+    d = Path(workdir) / "checkpoints"
+    return d.exists() and any("tmp" in p.name for p in d.iterdir())
+
+
+def _params(workdir):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = checkpoint.restore(workdir)
+    return r.iteration, jax.tree.leaves(r.variables)
+
+
+@pytest.mark.slow
+def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
+    cache = tmp_path / "jax_cache"
+    ref = tmp_path / "reference"
+    with open(tmp_path / "ref.log", "w") as log:
+        assert _start(ref, cache, log).wait(timeout=900) == 0
+    rng = random.Random(0)
+    run = tmp_path / "killed"
+    kills, kills_in_save = 0, 0
+    with open(tmp_path / "killed.log", "w") as log:
+        while True:
+            before = _complete_steps(run)
+            proc = _start(run, cache, log)
+            # Kill during a save when one shows up, else after a random delay.
+            want_save = kills % 3 == 0
+            deadline = time.time() + rng.uniform(2.0, 12.0)
+            while proc.poll() is None:
+                if (want_save and _saving(run)) or (not want_save and time.time() > deadline):
+                    break
+                time.sleep(0.005)
+            if proc.poll() is not None:  # finished on its own
+                assert proc.returncode == 0, (tmp_path / "killed.log").read_text()[-3000:]
+                if kills >= 10:
+                    break
+                continue
+            in_save = _saving(run)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            kills_in_save += in_save
+            after = _complete_steps(run)
+            assert not after or max(after) >= max(before or [0]), "a checkpoint was lost"
+            if kills > 40:
+                pytest.fail("the run never finished between kills")
+            if _complete_steps(run) and max(_complete_steps(run)) == ITERATIONS and kills >= 10:
+                break
+    text = (tmp_path / "killed.log").read_text()
+    assert kills >= 10 and kills_in_save >= 1, (kills, kills_in_save)
+    assert "resumed from" in text
+    it_ref, ref_leaves = _params(ref)
+    it_run, run_leaves = _params(run)
+    assert it_ref == it_run == ITERATIONS
+    for a, b in zip(ref_leaves, run_leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+
+
+def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(tmp_path):
+    from az_jax import trainer
+    from configs import tictactoe
+
+    c = tictactoe.get_config()
+    c.network.channels, c.network.num_blocks = 8, 1
+    c.search.num_simulations = 2
+    c.selfplay.batch_size, c.selfplay.num_plies = 8, 3
+    c.train.updates_per_iteration, c.train.batch_size = 1, 8
+    c.replay.min_size, c.train.num_iterations = 1, 2
+    c.checkpoint.every, c.eval.every, c.log.progress = 1, 0, False
+    trainer.train_and_evaluate(c, str(tmp_path))
+    assert _complete_steps(tmp_path) == [1, 2]
+    # Damage checkpoint 2: remove the arrays of its state.
+    state_dir = tmp_path / "checkpoints" / "2" / "state"
+    for f in state_dir.rglob("*"):
+        if f.is_file() and "metadata" not in f.name:
+            f.write_bytes(b"garbage")
+    with pytest.warns(UserWarning, match="skipping checkpoint 2"):
+        restored = checkpoint.restore(tmp_path)
+    assert restored.iteration == 1
+    # The trainer resumes from 1 too, and redoes iteration 2.
+    with pytest.warns(UserWarning, match="skipping checkpoint 2"):
+        trainer.train_and_evaluate(c, str(tmp_path))
+    assert checkpoint.restore(tmp_path).iteration == 2
+
+
+def test_unwritable_workdir_is_a_clear_error(tmp_path):
+    from az_jax import checkpoint as ck
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(OSError, match="cannot write checkpoints"):
+        ck.manager(blocker / "run")
