@@ -9,14 +9,18 @@ Examples:
   python -m az_jax.bench env --env gomoku --size 15 --batch 1024
   python -m az_jax.bench env --env all --steps 500 --json bench_env.json
 
+Run `python -m az_jax.bench <subcommand> --help` for the options of each.
+
 Adding a subcommand: write `_<name>_args(parser)` (its options) and `run_<name>(args) -> dict`
-(does the work, prints a table, returns a JSON-able result), then add one line to `SUBCOMMANDS`.
+(does the work, prints a table, returns a JSON-able result), then add one entry to
+`SUBCOMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,32 +36,61 @@ PGX_MATCH = {"connect4": "connect_four", "tictactoe": "tic_tac_toe"}
 
 
 # ------------------------------------------------------------------------------- env
-def random_legal(key: jax.Array, mask: jax.Array) -> jax.Array:
-    """A uniformly random legal action per game, from one uniform draw per game.
+def _fmix32(h: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finaliser: a cheap, well-mixed uint32 -> uint32 bijection."""
+    h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
+    h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
 
-    Cheaper than `jax.random.categorical` (which draws one Gumbel per action), so the timing
-    measures the env, not the random number generator.
+
+def random_legal(key: jax.Array, mask: jax.Array, tries: int = 16) -> jax.Array:
+    """A uniformly random legal action per game, cheap enough not to swamp an env step.
+
+    Each game draws `tries` candidate actions (hashes of one random word per game; the
+    multiply-shift maps them to [0, A) with a bias below A / 2**16) and keeps the first legal
+    one, which is uniform over the legal actions. Only if some game found none (few legal
+    moves left) does a batch-wide `lax.cond` pay for the full pass: a random priority per
+    action and the legal action of highest priority. `jax.random.categorical` would instead
+    draw A Gumbels per game, and on CPU a per-game `argmax`/`cumsum` over A costs more than
+    a Gomoku step; the timings would measure the sampler, not the env.
 
     Args:
       key: consumed.
-      mask: bool[B, A], at least one True per row.
+      mask: bool[B, A], at least one True per row; A < 1024.
+      tries: candidates per game before the full pass.
     Returns:
       int32[B].
     """
-    count = mask.sum(-1, dtype=jnp.int32)
-    pick = (jax.random.uniform(key, count.shape) * count).astype(jnp.int32)  # [B] in [0, count)
-    return jnp.argmax(jnp.cumsum(mask, -1, dtype=jnp.int32) > pick[:, None], -1).astype(jnp.int32)
+    batch, num_actions = mask.shape
+    seed = jax.random.bits(key, (batch, 1), jnp.uint32)
+    draws = _fmix32(seed + jnp.arange(tries, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9))
+    cand = ((draws >> 16).astype(jnp.int32) * num_actions) >> 16  # [B, tries] in [0, A)
+    ok = jnp.take_along_axis(mask, cand, axis=1)
+    action, found = cand[:, -1], ok[:, -1]
+    for t in reversed(range(tries - 1)):  # unrolled: the first legal candidate wins
+        action = jnp.where(ok[:, t], cand[:, t], action)
+        found = found | ok[:, t]
+
+    def full_pass():
+        ids = jnp.arange(num_actions, dtype=jnp.uint32)
+        priority = _fmix32(ids * jnp.uint32(0x632BE5AB) + (seed ^ jnp.uint32(0x5BD1E995)))
+        packed = (priority >> 11).astype(jnp.int32) << 10 | ids.astype(jnp.int32)
+        best = jnp.max(jnp.where(mask, packed, -1), axis=-1) & 1023
+        return jnp.where(found, action, best)
+
+    return jax.lax.cond(jnp.all(found), lambda: action, full_pass)
 
 
 def _reset_where(done: jax.Array, fresh, state):
-    """Per game, `fresh` where `done` else `state`. done: bool[B]; pytrees with leading B."""
+    """Per game, `fresh` (one unbatched state) where `done` else `state` (batched)."""
+
     def pick(a, b):
-        return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b)
+        return jnp.where(done.reshape(done.shape + (1,) * (b.ndim - 1)), a, b)
 
     return jax.tree.map(pick, fresh, state)
 
 
-def make_env_loop(env: Any, batch: int, steps: int) -> tuple[Callable, Callable]:
+def make_env_loop(env: Any, batch: int, steps: int) -> Callable:
     """Builds the timed program for any pgx-shaped env (ours or pgx's).
 
     Args:
@@ -66,73 +99,82 @@ def make_env_loop(env: Any, batch: int, steps: int) -> tuple[Callable, Callable]
       batch: games played side by side (B).
       steps: plies per call, scanned inside one jitted program.
     Returns:
-      `init(key) -> state` (batched, jitted) and `run(state, fresh, key) -> (state, finished)`,
-      where `run` plays `steps` batched plies of random legal moves, replacing every finished
-      game by the matching game of `fresh`, and `finished` int32[] counts the games that ended.
-      `run` is not jitted yet, so its compile time can be measured.
+      `run(state, fresh, key) -> (state, finished)`: plays `steps` batched plies of random
+      legal moves, replacing every finished game by `fresh` (one unbatched initial state);
+      `finished` int32[] counts the games that ended. Not jitted yet, so that its compile
+      time can be measured.
     """
-    init = jax.jit(jax.vmap(env.init))
     step = jax.vmap(env.step)
 
-    def ply(carry, key):
-        state, fresh, finished = carry
-        state = step(state, random_legal(key, state.legal_action_mask))
-        done = state.terminated | state.truncated
-        state = _reset_where(done, fresh, state)
-        return (state, fresh, finished + done.sum(dtype=jnp.int32)), None
-
     def run(state, fresh, key):
+        def ply(carry, key):
+            state, finished = carry
+            state = step(state, random_legal(key, state.legal_action_mask))
+            done = state.terminated | state.truncated
+            state = _reset_where(done, fresh, state)
+            return (state, finished + done.sum(dtype=jnp.int32)), None
+
         keys = jax.random.split(key, steps)
-        (state, _, finished), _ = jax.lax.scan(ply, (state, fresh, jnp.int32(0)), keys)
+        (state, finished), _ = jax.lax.scan(ply, (state, jnp.int32(0)), keys)
         return state, finished
 
-    return init, run
+    return run
 
 
 def time_env(env: Any, batch: int, steps: int, repeats: int, seed: int = 0) -> dict:
     """Times `make_env_loop(env, batch, steps)`.
 
     Returns:
-      dict with compile_s (lowering + XLA compile of the whole scan), best run seconds,
-      steps_per_s = batch * steps / best seconds, and games_per_s (finished games).
+      dict with compile_s (lowering + XLA compile of the whole scan), run_s (the best of
+      `repeats` calls), steps_per_s = batch * steps / run_s, and games_per_s.
     """
-    init, run = make_env_loop(env, batch, steps)
+    run = make_env_loop(env, batch, steps)
     key_init, key_run = jax.random.split(jax.random.PRNGKey(seed))
-    fresh = init(jax.random.split(key_init, batch))
-    jax.block_until_ready(fresh)
+    fresh = jax.jit(env.init)(key_init)
+    state = jax.jit(jax.vmap(env.init))(jax.random.split(key_init, batch))
     t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(fresh, fresh, key_run).compile()
+    compiled = jax.jit(run).lower(state, fresh, key_run).compile()
     compile_s = time.perf_counter() - t0
 
-    state, _ = jax.block_until_ready(compiled(fresh, fresh, key_run))  # warm-up
-    best, finished = float("inf"), 0
+    state, _ = jax.block_until_ready(compiled(state, fresh, key_run))  # warm-up
+    best, cpu, finished = float("inf"), 0.0, 0
     for key in jax.random.split(key_run, repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         state, done = jax.block_until_ready(compiled(state, fresh, key))
         seconds = time.perf_counter() - t0
         if seconds < best:
-            best, finished = seconds, int(done)
+            best, cpu, finished = seconds, time.process_time() - c0, int(done)
     return {
         "batch": batch,
         "steps": steps,
         "compile_s": compile_s,
         "run_s": best,
+        "cpu_s": cpu,  # process CPU time of that run (all threads): > run_s when parallel
         "steps_per_s": batch * steps / best,
         "games_per_s": finished / best,
     }
 
 
 def _env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default="all",
-                   help=f"env id, one of {', '.join(envs.registered())}, or 'all' (default)")
-    p.add_argument("--size", type=int, default=None,
-                   help="board size, passed to envs that take one (gomoku)")
+    p.add_argument(
+        "--env",
+        default="all",
+        help=f"env id, one of {', '.join(envs.registered())}, or 'all' (default)",
+    )
+    p.add_argument(
+        "--size", type=int, default=None, help="board size, passed to envs that take one (gomoku)"
+    )
     p.add_argument("--rule", default=None, help="rule, passed to envs that take one (gomoku)")
     p.add_argument("--batch", type=int, default=1024, help="games side by side (default 1024)")
-    p.add_argument("--steps", type=int, default=1000,
-                   help="batched plies per timed call (default 1000)")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="timed calls after one warm-up; the best is reported (default 3)")
+    p.add_argument(
+        "--steps", type=int, default=1000, help="batched plies per timed call (default 1000)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed calls after one warm-up; the best is reported (default 3)",
+    )
     p.add_argument("--no-pgx", action="store_true", help="skip the pgx comparison")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results here")
@@ -147,9 +189,9 @@ def _make_ours(env_id: str, args: argparse.Namespace):
 
 def run_env(args: argparse.Namespace) -> dict:
     """The `env` subcommand: times each env (and its pgx twin) and prints a table."""
-    ids = envs.registered() if args.env == "all" else [args.env]
     if args.env != "all" and args.env not in envs.registered():
         raise SystemExit(f"unknown --env {args.env!r}; choose from {envs.registered()} or all")
+    ids = envs.registered() if args.env == "all" else [args.env]
     try:
         import pgx
     except ImportError:
@@ -162,6 +204,8 @@ def run_env(args: argparse.Namespace) -> dict:
         except (ImportError, AttributeError) as err:  # registered but not written yet
             print(f"skipping {env_id}: {err}", file=sys.stderr)
             continue
+        except ValueError as err:  # a bad --size / --rule: the env says what it accepts
+            raise SystemExit(f"{env_id}: {err}") from None
         result = time_env(env, args.batch, args.steps, args.repeats, args.seed)
         rows.append({"env": env_id, "impl": "az_jax", "params": env.params, **result})
         if pgx is not None and not args.no_pgx and env_id in PGX_MATCH:
@@ -170,12 +214,19 @@ def run_env(args: argparse.Namespace) -> dict:
             rows.append({"env": pgx_id, "impl": "pgx", "params": {}, **result})
             rows[-2]["ours_over_pgx"] = rows[-2]["steps_per_s"] / result["steps_per_s"]
 
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].device_kind} x{jax.device_count()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} (other work slows the timings)"
+    )
     _print_env_table(rows)
     out = {
         "subcommand": "env",
         "jax": jax.__version__,
         "device": str(jax.devices()[0]),
         "device_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
+        "load_average": load,
         "results": rows,
     }
     if args.json:
@@ -185,16 +236,20 @@ def run_env(args: argparse.Namespace) -> dict:
 
 
 def _print_env_table(rows: list[dict]) -> None:
-    head = f"{'env':<34} {'impl':<7} {'batch':>6} {'steps':>6} {'compile s':>9} " \
-           f"{'steps/s':>10} {'games/s':>9} {'ours/pgx':>8}"
+    head = (
+        f"{'env':<34} {'impl':<7} {'batch':>6} {'steps':>6} {'compile s':>9} "
+        f"{'steps/s':>10} {'games/s':>9} {'ours/pgx':>8}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         name = r["env"] + "".join(f" {k}={v}" for k, v in r["params"].items())
         ratio = f"{r['ours_over_pgx']:.2f}x" if "ours_over_pgx" in r else ""
-        print(f"{name:<34} {r['impl']:<7} {r['batch']:>6} {r['steps']:>6} "
-              f"{r['compile_s']:>9.2f} {_si(r['steps_per_s']):>10} {_si(r['games_per_s']):>9} "
-              f"{ratio:>8}")
+        print(
+            f"{name:<34} {r['impl']:<7} {r['batch']:>6} {r['steps']:>6} "
+            f"{r['compile_s']:>9.2f} {_si(r['steps_per_s']):>10} {_si(r['games_per_s']):>9} "
+            f"{ratio:>8}"
+        )
 
 
 def _si(x: float) -> str:
@@ -206,15 +261,26 @@ def _si(x: float) -> str:
 
 # ------------------------------------------------------------------------ subcommands
 class Subcommand(NamedTuple):
-    help: str
+    help: str  # one line, shown in `python -m az_jax.bench --help`
+    description: str  # shown in `python -m az_jax.bench <name> --help`
     add_args: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict]
 
+
+_ENV_DESCRIPTION = """\
+Times jax.jit(jax.vmap(env.step)) inside one jitted lax.scan over --steps plies: each ply
+draws a random legal action per game (bench.random_legal), steps all --batch games and
+replaces the finished ones by a fresh game, so the input changes every iteration and XLA
+cannot hoist work out of the loop. Reports the compile time of the whole scan separately,
+steps/s = batch * steps / seconds (best of --repeats calls after a warm-up), finished
+games/s, and, where pgx is installed, the same measurement of the matching pgx game and
+the ratio ours/pgx. The machine's load average is printed: other work slows the timings."""
 
 # name -> Subcommand. Add `selfplay`, `train`, `search`, ... here.
 SUBCOMMANDS: dict[str, Subcommand] = {
     "env": Subcommand(
         help="steps/s of jit(vmap(env.step)) with random legal moves and auto-reset, vs pgx",
+        description=_ENV_DESCRIPTION,
         add_args=_env_args,
         run=run_env,
     ),
@@ -224,12 +290,17 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m az_jax.bench",
-        description=__doc__.split("\n\n")[0],
-        epilog="Run `python -m az_jax.bench <subcommand> --help` for the options of each.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="subcommand", required=True, metavar="subcommand")
     for name, cmd in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(
+            name,
+            help=cmd.help,
+            description=cmd.description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         cmd.add_args(p)
     return parser
 

@@ -7,7 +7,8 @@ The board is stored with row 0 at the top; a stone falls to the lowest empty row
 Observation float32[6, 7, 3], from the mover's point of view (row 0 at the top):
   0: the mover's stones, 1: the opponent's stones, 2: all ones if the mover is X (player 0).
 
-Win detection looks only at the four lines through the stone just dropped.
+Win detection looks only at the four lines through the stone just dropped (the helpers are
+shared with gomoku.py: Connect Four is four-in-a-row with gravity).
 """
 
 from __future__ import annotations
@@ -19,41 +20,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import core
+from envs.gomoku import any_of, line_cells, run_lengths
 
 ROWS, COLS = 6, 7
 _EMPTY = -1
-# (row step, col step) of the four line directions: horizontal, vertical, both diagonals.
-_DIRS = np.array([[0, 1], [1, 0], [1, 1], [1, -1]], np.int32)
+# Cells on the 4 lines through each cell, up to 3 away: int32/bool[42, 4, 2, 3].
+_LINE_CELLS, _LINE_ON_BOARD = line_cells(ROWS, COLS, reach=3)
 
 
 class Game(NamedTuple):
     board: jax.Array  # int8[6, 7]  -1 empty, else the player (0 = X, 1 = O); row 0 at the top
     last: jax.Array  # int32[]     cell (row * 7 + col) of the last stone, -1 before the first
-
-
-def line_lengths(board: jax.Array, row, col, player, reach: int) -> jax.Array:
-    """Length of the run of `player` stones through (row, col) along each of the 4 directions.
-
-    Only 4 * 2 * `reach` cells are gathered, never the whole board; runs are counted up to
-    `reach` stones on each side, so a result of `2 * reach + 1` means "at least that long".
-
-    Args:
-      board: int8[H, W], the player's id where a stone lies.
-      row, col: int32[], a cell holding a `player` stone (the stone just played).
-      player: int32[], whose run to count.
-      reach: static int, how far to look on each side.
-    Returns:
-      int32[4]: runs along (horizontal, vertical, diagonal, anti-diagonal), each >= 1.
-    """
-    height, width = board.shape
-    side = np.array([1, -1], np.int32)[:, None] * np.arange(1, reach + 1, dtype=np.int32)
-    rows = row + _DIRS[:, 0, None, None] * side  # [4, 2, reach]
-    cols = col + _DIRS[:, 1, None, None] * side
-    on_board = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
-    cells = board[jnp.where(on_board, rows, 0), jnp.where(on_board, cols, 0)]
-    same = on_board & (cells == player.astype(board.dtype))
-    run = jnp.cumprod(same.astype(jnp.int32), axis=-1).sum(-1)  # [4, 2] contiguous stones
-    return 1 + run.sum(-1)
 
 
 class Connect4(core.Env):
@@ -70,25 +47,35 @@ class Connect4(core.Env):
     def _step(self, state, action, key):
         del key
         player = state.current_player
-        board = state.game.board
-        row = ROWS - 1 - jnp.sum(board[:, action] != _EMPTY, dtype=jnp.int32)
-        board = board.at[row, action].set(player.astype(jnp.int8))
-        won = jnp.any(line_lengths(board, row, action, player, reach=3) >= 4)
+        stone = player.astype(jnp.int8)
+        column = state.game.board[:, action]
+        # Stones stack from the bottom, so the empty cells of a column are its top rows.
+        # (A full column gives row -1: garbage that `core.Env.step` discards as illegal.)
+        row = jnp.sum(column == _EMPTY, dtype=jnp.int32) - 1
+        cell = row * COLS + action
+        board = state.game.board.reshape(-1).at[cell].set(stone)
+        same = jnp.asarray(_LINE_ON_BOARD)[cell] & (board[jnp.asarray(_LINE_CELLS)[cell]] == stone)
+        won = any_of([run >= 4 for run in run_lengths(same)])
+        board = board.reshape(ROWS, COLS)
         legal = board[0] == _EMPTY
         return state.replace(
-            game=Game(board=board, last=row * COLS + action),
+            game=Game(board=board, last=cell),
             current_player=1 - player,
             legal_action_mask=legal,
             rewards=jnp.where(won, core.win_rewards(player), 0.0),
-            terminated=won | ~jnp.any(legal),
+            terminated=won | (state.step_count + 1 >= ROWS * COLS),  # full board: a draw
         )
 
     def _observe(self, state):
+        # One 3-bit code per cell, then the planes as its bits (cheaper on CPU than a stack).
         board = state.game.board
         me = state.current_player.astype(jnp.int8)
-        return jnp.stack(
-            [board == me, board == 1 - me, jnp.full((ROWS, COLS), me == 0)], axis=-1
-        ).astype(jnp.float32)
+        code = (
+            (board == me).astype(jnp.int32)
+            | (board == 1 - me).astype(jnp.int32) << 1
+            | (me == 0).astype(jnp.int32) << 2
+        )
+        return ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.float32)
 
     def symmetries(self, obs, policy):
         """Identity and the left-right mirror.

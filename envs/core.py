@@ -232,7 +232,7 @@ def parse_point(text: str, height: int, width: int) -> tuple[int, int]:
     t = text.strip().upper()
     last_col = chr(ord("A") + width - 1)
     accepted = f"a column letter A-{last_col} then a row number 1-{height}, like A1 or {last_col}{height}"
-    if len(t) < 2 or not t[0].isalpha() or not t[1:].isdigit():
+    if len(t) < 2 or not t.isascii() or not t[0].isalpha() or not t[1:].isdigit():
         raise ValueError(f"cannot read {text!r} as a point: expected {accepted}")
     col = ord(t[0]) - ord("A")
     num = int(t[1:])

@@ -1,0 +1,195 @@
+"""Connect Four: protocol, hand-worked positions, parser, properties, and OpenSpiel agreement."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envs
+from envs.testing import api_test
+
+ENV = envs.make("connect4")
+INIT = jax.jit(ENV.init)
+STEP = jax.jit(ENV.step)
+DRAW = [0, 2, 4, 6, 1, 3, 5] * 6  # fills the board in stripes of two: no four anywhere
+
+
+def play(moves, state=None):
+    """Plays columns 0..6 (ints) or notation "1".."7" (str), one jitted step each."""
+    state = INIT(jax.random.PRNGKey(0)) if state is None else state
+    for m in moves:
+        state = STEP(state, ENV.parse_action(m) if isinstance(m, str) else m)
+    return state
+
+
+def test_api():
+    api_test(ENV, num_games=8, max_plies=50)
+
+
+@pytest.mark.parametrize(
+    "moves, winner",
+    [
+        ([0, 1, 0, 1, 0, 1, 0], 0),  # vertical, left edge
+        ([6, 0, 6, 6, 0, 6, 1, 6, 1, 6], 1),  # vertical for O, right edge, up to the top row
+        ([0, 0, 1, 1, 3, 3, 2], 0),  # horizontal, bottom row, the last stone inside the line
+        ([3, 3, 4, 4, 5, 5, 6], 0),  # horizontal into the bottom-right corner
+        ([0, 1, 1, 2, 3, 2, 2, 3, 4, 3, 3], 0),  # diagonal / from the bottom-left corner
+        ([6, 5, 5, 4, 3, 4, 4, 3, 2, 3, 3], 0),  # anti-diagonal \ into the bottom-right corner
+    ],
+)
+def test_wins(moves, winner):
+    before = play(moves[:-1])
+    assert not before.done
+    state = STEP(before, moves[-1])
+    assert state.terminated and not state.truncated
+    expected = [1.0, -1.0] if winner == 0 else [-1.0, 1.0]
+    np.testing.assert_array_equal(state.rewards, expected)
+    assert state.legal_action_mask.all()
+
+
+def test_draw_on_full_board():
+    before = play(DRAW[:-1])
+    assert not before.done and before.legal_action_mask.sum() == 1
+    state = STEP(before, DRAW[-1])
+    assert state.terminated
+    np.testing.assert_array_equal(state.rewards, [0.0, 0.0])
+    assert (np.asarray(state.game.board) >= 0).all()
+
+
+def test_stones_fall_and_observation():
+    state = play([3])  # X in the bottom row; O to move
+    board = np.asarray(state.game.board)
+    assert board[5, 3] == 0 and (np.delete(board.reshape(-1), 5 * 7 + 3) == -1).all()
+    obs = np.asarray(state.observation)
+    assert obs.shape == (6, 7, 3) and obs.dtype == np.float32
+    assert obs[..., 0].sum() == 0  # O (the mover) has no stone yet
+    assert obs[5, 3, 1] == 1 and obs[..., 1].sum() == 1  # X, the opponent
+    assert not obs[..., 2].any()  # the mover is not X
+    obs = np.asarray(STEP(state, 3).observation)  # X to move again
+    assert obs[5, 3, 0] == 1 and obs[4, 3, 1] == 1 and obs[..., 2].all()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 7, 99])
+def test_illegal_move_loses(bad):
+    state = play([0] * 6)  # column 1 is full, no four; X to move
+    assert not state.done and not state.legal_action_mask[0]
+    state = STEP(state, bad)
+    assert state.terminated
+    np.testing.assert_array_equal(state.rewards, [-1.0, 1.0])
+
+
+def test_finished_game_is_absorbing():
+    done = play([0, 1, 0, 1, 0, 1, 0])
+    again = STEP(done, 2)
+    np.testing.assert_array_equal(again.rewards, [0.0, 0.0])
+    for name in ("current_player", "terminated", "step_count", "observation"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(done, name))
+    np.testing.assert_array_equal(again.game.board, done.game.board)
+
+
+def test_parse_action():
+    assert [ENV.parse_action(str(c)) for c in range(1, 8)] == list(range(7))
+    assert ENV.parse_action(" 4 ") == 3
+    assert [ENV.action_to_str(a) for a in range(7)] == list("1234567")
+    for bad in ["0", "8", "12", "a", "", "-1", "1.0"]:
+        with pytest.raises(ValueError, match="1-7"):
+            ENV.parse_action(bad)
+    state = play([0] * 6)
+    with pytest.raises(ValueError, match="column 1 is full"):
+        ENV.parse_action("1", state)
+    assert ENV.parse_action("2", state) == 1
+    with pytest.raises(ValueError, match="over"):
+        ENV.parse_action("2", play([0, 1, 0, 1, 0, 1, 0]))
+
+
+def test_render():
+    text = ENV.render(play([3, 3]))
+    lines = text.splitlines()
+    assert len(lines) == 7 and lines[-1].split() == list("1234567")
+    assert "(O)" in lines[4] and " X " in lines[5] and "(X)" not in text  # last move marked
+
+
+def test_symmetries_mirror():
+    obs = np.asarray(play([0, 1]).observation)
+    policy = np.arange(7, dtype=np.float32)
+    s_obs, s_pol = ENV.symmetries(obs, policy)
+    assert s_obs.shape == (2, 6, 7, 3) and ENV.num_symmetries == 2
+    np.testing.assert_array_equal(s_pol[1], policy[::-1])
+    np.testing.assert_array_equal(s_obs[1], np.asarray(play([6, 5]).observation))
+
+
+# -------------------------------------------------------------------- properties
+def _with_noise(plies, noise):
+    for t, a in noise:
+        plies[t % len(plies)] = a
+    return plies
+
+
+SEQUENCES = st.builds(
+    _with_noise,
+    st.lists(st.integers(0, 6), min_size=45, max_size=45),
+    st.lists(st.tuples(st.integers(0, 44), st.integers(-2, 8)), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(SEQUENCES)
+def test_random_sequences(check_trajectory, actions):
+    """Any action sequence, illegal ones included: zero-sum, absorbing, consistent mask."""
+    check_trajectory(ENV, actions, legal_of=lambda board: board.reshape(6, 7)[0] < 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.permutations(range(7)))
+def test_draw_in_any_column_order(check_trajectory, order):
+    """Long games: DRAW's move order with the columns relabelled (wins or a full board)."""
+    check_trajectory(ENV, [order[c] for c in DRAW], legal_of=lambda b: b.reshape(6, 7)[0] < 0)
+
+
+# ------------------------------------------------------------------ vs OpenSpiel
+class _SpielConnectFour:
+    """OpenSpiel connect_four. Actions are columns as ours; its observation planes
+    (x, o, empty) have row 0 at the bottom, so the board is flipped to compare."""
+
+    def __init__(self, game):
+        self.s = game.new_initial_state()
+
+    def legal(self):
+        return self.s.legal_actions()
+
+    def to_move(self):
+        return self.s.current_player()
+
+    def play(self, action):
+        self.s.apply_action(action)
+
+    def outcome(self):
+        return tuple(self.s.returns()) if self.s.is_terminal() else None
+
+    def board(self):
+        x, o, _ = np.asarray(self.s.observation_tensor(0)).reshape(3, 6, 7)[:, ::-1]
+        return np.where(x > 0, 0, np.where(o > 0, 1, -1)).reshape(-1)
+
+
+def test_matches_openspiel(differential):
+    pyspiel = pytest.importorskip("pyspiel")
+    game = pyspiel.load_game("connect_four")
+    assert game.get_parameters() == {
+        "columns": 7,
+        "egocentric_obs_tensor": False,
+        "rows": 6,
+        "x_in_row": 4,
+    }
+    stats = differential(ENV, lambda: _SpielConnectFour(game), num_games=2000, seed=2)
+    assert stats["p0"] and stats["p1"], stats
+
+
+def test_draw_matches_openspiel():
+    pyspiel = pytest.importorskip("pyspiel")
+    ref = pyspiel.load_game("connect_four").new_initial_state()
+    for a in DRAW:
+        ref.apply_action(a)
+    assert ref.is_terminal() and ref.returns() == [0.0, 0.0]

@@ -1,0 +1,141 @@
+"""Tic-tac-toe: protocol, hand-worked positions, parser, properties, and OpenSpiel agreement."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envs
+from envs.testing import api_test
+
+ENV = envs.make("tictactoe")
+INIT = jax.jit(ENV.init)
+STEP = jax.jit(ENV.step)
+
+
+def play(moves, state=None):
+    """Plays actions (ints) or notation (str) from the start, one jitted step each."""
+    state = INIT(jax.random.PRNGKey(0)) if state is None else state
+    for m in moves:
+        state = STEP(state, ENV.parse_action(m) if isinstance(m, str) else m)
+    return state
+
+
+def test_api():
+    api_test(ENV, num_games=8, max_plies=12)
+
+
+@pytest.mark.parametrize(
+    "x_moves, o_moves",
+    [
+        ([0, 1, 2], [3, 4]),  # top row
+        ([6, 7, 8], [0, 1]),  # bottom row
+        ([0, 3, 6], [1, 2]),  # left column
+        ([2, 5, 8], [0, 1]),  # right column
+        ([0, 4, 8], [1, 2]),  # diagonal
+        ([2, 4, 6], [0, 1]),  # anti-diagonal
+        ([3, 5, 4], [0, 1]),  # middle row, the last mark in the middle
+    ],
+)
+def test_x_wins_every_line(x_moves, o_moves):
+    state = play([x_moves[0], o_moves[0], x_moves[1], o_moves[1]])
+    assert not state.done
+    state = STEP(state, x_moves[2])
+    assert state.terminated
+    np.testing.assert_array_equal(state.rewards, [1.0, -1.0])
+
+
+def test_o_wins():
+    state = play([0, 3, 1, 4, 8, 5])  # O completes the middle row
+    assert state.terminated
+    np.testing.assert_array_equal(state.rewards, [-1.0, 1.0])
+
+
+def test_draw_on_full_board():
+    # X O X / X O O / O X X: no line.
+    state = play([0, 1, 2, 4, 3, 5, 7, 6, 8])
+    assert state.terminated and not state.truncated
+    np.testing.assert_array_equal(state.rewards, [0.0, 0.0])
+    assert state.legal_action_mask.all()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 9, 100])
+def test_illegal_move_loses(bad):
+    state = play([0, 4])  # X to move; 0 is occupied, the rest are out of range
+    state = STEP(state, bad)
+    assert state.terminated
+    np.testing.assert_array_equal(state.rewards, [-1.0, 1.0])
+
+
+def test_finished_game_is_absorbing():
+    done = play([0, 3, 1, 4, 2])
+    again = STEP(done, 8)
+    np.testing.assert_array_equal(again.rewards, [0.0, 0.0])
+    for name in ("current_player", "terminated", "step_count", "observation"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(done, name))
+
+
+def test_parse_and_render():
+    assert ENV.parse_action("1") == 0 and ENV.parse_action("9") == 8
+    assert ENV.parse_action("A3") == 0 and ENV.parse_action("c1") == 8
+    assert ENV.action_to_str(4) == "B2"
+    for bad in ["0", "10", "D1", "A4", "", "x"]:
+        with pytest.raises(ValueError):
+            ENV.parse_action(bad)
+    state = play(["B2"])
+    with pytest.raises(ValueError, match="not legal"):
+        ENV.parse_action("B2", state)
+    assert "X" in ENV.render(state) and "A B C" in ENV.render(state)
+
+
+# -------------------------------------------------------------------- properties
+def _with_noise(plies, noise):
+    for t, a in noise:
+        plies[t % len(plies)] = a
+    return plies
+
+
+# Mostly legal games (a permutation of the points, then repeats), a few arbitrary actions
+# (occupied points, out of range) spliced in.
+SEQUENCES = st.builds(
+    _with_noise,
+    st.permutations(range(9)).map(lambda p: list(p) + list(p[:3])),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(-2, 10)), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(SEQUENCES)
+def test_random_sequences(check_trajectory, actions):
+    """Any action sequence, illegal ones included: zero-sum, absorbing, consistent mask."""
+    check_trajectory(ENV, actions, legal_of=lambda board: board < 0)
+
+
+# ------------------------------------------------------------------ vs OpenSpiel
+class _SpielTicTacToe:
+    """OpenSpiel tic_tac_toe: the same action numbering (row * 3 + col, row 0 at the top)."""
+
+    def __init__(self, game):
+        self.s = game.new_initial_state()
+
+    def legal(self):
+        return self.s.legal_actions()
+
+    def to_move(self):
+        return self.s.current_player()
+
+    def play(self, action):
+        self.s.apply_action(action)
+
+    def outcome(self):
+        return tuple(self.s.returns()) if self.s.is_terminal() else None
+
+
+def test_matches_openspiel(differential):
+    pyspiel = pytest.importorskip("pyspiel")
+    game = pyspiel.load_game("tic_tac_toe")
+    stats = differential(ENV, lambda: _SpielTicTacToe(game), num_games=2000, seed=1)
+    assert stats["p0"] and stats["p1"] and stats["draw"], stats
