@@ -5,9 +5,13 @@ Subcommands:
         legal moves with auto-reset, and the same for the matching pgx game when pgx is
         installed (connect4 <-> connect_four, tictactoe <-> tic_tac_toe).
 
+  selfplay  Bare network forward positions/s vs self-play simulations/s at the same batch,
+        their ratio, and compile times.
+
 Examples:
   python -m az_jax.bench env --env gomoku --size 15 --batch 1024
   python -m az_jax.bench env --env all --steps 500 --json bench_env.json
+  python -m az_jax.bench selfplay --config configs/connect4.py
 
 Run `python -m az_jax.bench <subcommand> --help` for the options of each.
 
@@ -259,6 +263,110 @@ def _si(x: float) -> str:
     return f"{x:.1f}"
 
 
+
+# -------------------------------------------------------------------------- selfplay
+def load_config(path: str):
+    """`get_config()` of a config file (configs/<game>.py), with the repo root importable."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"error: no config file {path}")
+    sys.path.insert(0, str(path.resolve().parent.parent))
+    spec = importlib.util.spec_from_file_location(f"_bench_config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def _selfplay_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="configs/connect4.py", help="training config file")
+    p.add_argument("--batch", type=int, default=None, help="games (default: the config's)")
+    p.add_argument("--sims", type=int, default=None, help="simulations (default: config's)")
+    p.add_argument("--plies", type=int, default=8, help="plies per timed self-play call")
+    p.add_argument("--repeats", type=int, default=3, help="timed calls (best is reported)")
+    p.add_argument("--json", default=None, help="also write the result to this JSON file")
+
+
+def _best_time(fn, args, repeats: int) -> tuple[float, float]:
+    """(compile + first call seconds, best of `repeats` timed calls)."""
+    t = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    first = time.perf_counter() - t
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - t)
+    return first, best
+
+
+def run_selfplay(args: argparse.Namespace) -> dict:
+    """Bare network forward vs self-play with search, at the same batch, one device."""
+    from az_jax import network, search, selfplay
+
+    c = load_config(args.config)
+    batch = args.batch or c.selfplay.batch_size
+    sims = args.sims or c.search.num_simulations
+    env = envs.make(c.env.id, **c.env.kwargs)
+    net = network.make_network(c.network, env)
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    search_fn = search.make_search(env, net, c.search)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(1), batch))
+    evals = args.plies * sims  # network calls of batch B in one self-play call
+
+    @jax.jit
+    def forward(variables, obs, mask):
+        def body(acc, i):  # the input changes every call: nothing is hoisted
+            logits, value = net.apply(variables, obs + i * 1e-6, mask)
+            return acc + value.sum() + logits[:, 0].sum(), None
+        return jax.lax.scan(body, 0.0, jnp.arange(evals, dtype=jnp.float32))[0]
+
+    @jax.jit
+    def play(variables, states, key):
+        traj, states = selfplay.selfplay(search_fn, env, variables, states, key,
+                                         num_plies=args.plies,
+                                         temperature_plies=c.selfplay.temperature_plies)
+        return traj.policy.sum()
+
+    f_first, f_best = _best_time(forward, (variables, states.observation,
+                                           states.legal_action_mask), args.repeats)
+    p_first, p_best = _best_time(play, (variables, states, jax.random.PRNGKey(2)),
+                                 args.repeats)
+    result = {
+        "config": args.config, "env": repr(env), "batch": batch, "simulations": sims,
+        "network": f"{c.network.num_blocks}x{c.network.channels} {c.network.dtype}",
+        "device": str(jax.devices()[0].device_kind), "devices_used": 1,
+        "forward_positions_per_s": batch * evals / f_best,
+        "selfplay_simulations_per_s": batch * evals / p_best,
+        "selfplay_moves_per_s": batch * args.plies / p_best,
+        "forward_compile_s": f_first - f_best, "selfplay_compile_s": p_first - p_best,
+        "load_average": os.getloadavg()[0],
+    }
+    result["ratio_selfplay_over_forward"] = (result["selfplay_simulations_per_s"]
+                                             / result["forward_positions_per_s"])
+    print(f"{result['env']} on {result['device']}, batch {batch}, {sims} simulations, "
+          f"network {result['network']} (load {result['load_average']:.1f})")
+    print(f"  network forward      {_si(result['forward_positions_per_s'])} positions/s "
+          f"(compile {result['forward_compile_s']:.1f}s)")
+    print(f"  self-play + search   {_si(result['selfplay_simulations_per_s'])} simulations/s, "
+          f"{_si(result['selfplay_moves_per_s'])} moves/s "
+          f"(compile {result['selfplay_compile_s']:.1f}s)")
+    print(f"  ratio self-play / forward  {result['ratio_selfplay_over_forward']:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+_SELFPLAY_DESCRIPTION = """\
+Times, at the self-play batch and on one device: the bare network forward (a jitted scan of
+plies * simulations calls on a changing input) in positions/s, and vectorized self-play with
+mctx search over the real env (selfplay.selfplay over --plies plies) in simulations/s
+(= batch * plies * simulations / seconds) and moves/s. Their ratio says how much of the
+time is the network: 1.0 means search and env cost nothing. Compile times are reported."""
+
 # ------------------------------------------------------------------------ subcommands
 class Subcommand(NamedTuple):
     help: str  # one line, shown in `python -m az_jax.bench --help`
@@ -283,6 +391,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         description=_ENV_DESCRIPTION,
         add_args=_env_args,
         run=run_env,
+    ),
+    "selfplay": Subcommand(
+        help="network forward vs self-play with search at the same batch: ratio, compile",
+        description=_SELFPLAY_DESCRIPTION,
+        add_args=_selfplay_args,
+        run=run_selfplay,
     ),
 }
 

@@ -1,0 +1,190 @@
+"""Evaluate a trained network: matches against baselines and older checkpoints, the Elo
+ladder, the Connect4 solver benchmark and PNG plots.
+
+    python -m az_jax.evaluate --workdir runs/c4
+    python -m az_jax.evaluate --workdir runs/c4 --games 200 --sims 64 \\
+        --against random,mcts-rollout:800,checkpoint:latest-5 --solver-set c4_positions.txt
+
+The network, its game and its config are restored from the workdir (the newest checkpoint,
+or --checkpoint). Results are added to <workdir>/elo.json (shared with the trainer) and the
+plots (elo.png, win_rates.png, losses.png) are rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+_OPPONENT_HELP = """opponents (comma-separated):
+  random                 uniformly random legal moves
+  onestep                a winning move when there is one, else random
+  greedy                 this network alone (argmax of its policy, no search)
+  mcts:N                 this network with N simulations
+  mcts-rollout:N         pure MCTS, no network: N simulations, random-playout values
+  checkpoint:latest      the newest checkpoint of this workdir (searching with --sims)
+  checkpoint:latest-K    the newest checkpoint at least K iterations older than the latest
+  checkpoint:ITER        the checkpoint of iteration ITER
+  checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default)
+
+Each match plays --games games, half with each colour; the score is (W + D/2) / games with
+a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
+Exit status 2 with a one-line error for bad input (unknown opponent, missing workdir,
+checkpoint of another game, malformed solver file)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m az_jax.evaluate", description=__doc__.split("\n\n")[0],
+        epilog=_OPPONENT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", required=True, help="the training run's directory")
+    p.add_argument("--against", default=None,
+                   help="opponents, comma-separated (default: the run's eval.opponents); "
+                        "'' plays no match (e.g. for the solver benchmark alone)")
+    p.add_argument("--games", type=int, default=None,
+                   help="games per opponent, even (default: the run's eval.num_games)")
+    p.add_argument("--sims", type=int, default=None,
+                   help="search simulations of the network under test and of checkpoint "
+                        "opponents (default: the run's eval.num_simulations)")
+    p.add_argument("--checkpoint", type=int, default=None, metavar="STEP",
+                   help="the iteration to evaluate (default: the newest checkpoint)")
+    p.add_argument("--solver-set", action="append", default=[], metavar="FILE",
+                   help="Connect4 solver benchmark file (repeatable); see "
+                        "az_jax/solver_bench.py for the format")
+    p.add_argument("--opening-plies", type=int, default=None,
+                   help="random plies at the start of each pair of games (default 2)")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="games per jitted call; --games is rounded up to a multiple")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-elo", action="store_true", help="do not update elo.json")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def format_results(results, header: str = "") -> str:
+    """A table of MatchResults (W-D-L from the network's point of view)."""
+    w = max([len("opponent")] + [len(r.opponent) for r in results])
+    lines = [header] if header else []
+    lines.append(f"{'opponent':<{w}}  {'games':>5}  {'as first':>10}  {'as second':>10}  "
+                 f"{'total':>11}  {'score':>5}  {'95% CI':>13}")
+    for r in results:
+        lo, hi = r.interval()
+        note = f"  ({r.unfinished} unfinished = draws)" if r.unfinished else ""
+        lines.append(f"{r.opponent:<{w}}  {r.total.games:5d}  {str(r.first):>10}  "
+                     f"{str(r.second):>10}  {str(r.total):>11}  {r.score:5.3f}  "
+                     f"[{lo:.3f}, {hi:.3f}]{note}")
+    return "\n".join(lines)
+
+
+def run(args) -> None:
+    """The evaluation; raises ValueError / FileNotFoundError / ImportError on bad input."""
+    workdir = Path(args.workdir).expanduser()
+    if not workdir.is_dir():
+        raise FileNotFoundError(f"no workdir {workdir}: pass the --workdir of a training run")
+    from az_jax import arena
+
+    opponents = arena.parse_opponents(args.against) if args.against is not None else None
+    if args.games is not None and args.games < 2:
+        raise ValueError(f"--games={args.games}: play at least 2 games")
+    if args.sims is not None and args.sims < 1:
+        raise ValueError(f"--sims={args.sims} must be >= 1")
+    if args.opening_plies is not None and args.opening_plies < 0:
+        raise ValueError(f"--opening-plies={args.opening_plies} must be >= 0")
+    if args.batch_size < 2:
+        raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
+    from az_jax import solver_bench
+
+    sets = solver_bench.load_sets(args.solver_set) if args.solver_set else {}
+
+    import jax
+    from absl import logging
+
+    logging.set_verbosity(logging.ERROR)  # orbax logs (read-only manager...) are noise here
+    from az_jax import checkpoint as ckpt
+    from az_jax import elo, plots
+    from az_jax import search as search_lib
+
+    restored = ckpt.restore(workdir, step=args.checkpoint)
+    env, config = restored.env, restored.config
+    if sets and env.id != "connect4":
+        raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
+                         f"is for {env.id}")
+    if opponents is None:
+        opponents = arena.parse_opponents(config.eval.opponents)
+    sims = int(args.sims or config.eval.num_simulations)
+    games = int(args.games or config.eval.num_games)
+    opening = (args.opening_plies if args.opening_plies is not None
+               else config.eval.get("opening_plies", arena.DEFAULT_OPENING_PLIES))
+    search = search_lib.make_search(env, restored.net, config.search)
+    factory = arena.AgentFactory(env, restored.net, search, str(workdir))
+    label = f"iter-{restored.iteration}"
+    me = factory.network(restored.variables, label, sims)
+    others = [factory.build(o, variables=restored.variables, label=label, sims=sims)
+              for o in opponents]  # resolves checkpoints now: errors before any game
+    runner = arena.MatchRunner(env, games, batch_size=args.batch_size,
+                               opening_plies=int(opening))
+    print(f"{workdir}: {env!r} {env.version}, checkpoint {restored.iteration}; "
+          f"network under test: {me.name}", flush=True)
+    if runner.num_games != games:
+        print(f"playing {runner.num_games} games per opponent (--games rounded up to an even "
+              f"multiple of the batch)", flush=True)
+
+    bar = None
+    if not args.quiet and others:
+        from tqdm import tqdm
+
+        bar = tqdm(total=runner.num_games * len(others), unit="game", dynamic_ncols=True,
+                   desc="matches", disable=None)  # None: no bar without a terminal
+    results = []
+    key = jax.random.PRNGKey(args.seed)
+    t0 = time.perf_counter()
+    for i, other in enumerate(others):
+        if bar is not None:
+            bar.set_postfix_str(f"vs {other.name}")
+        results.append(runner.play(me, other, jax.random.fold_in(key, i),
+                                   progress=None if bar is None else bar.update))
+    if bar is not None:
+        bar.close()
+    if results:
+        header = (f"\n{me.name}: {runner.num_games} games per opponent, colours alternated, "
+                  f"{runner.opening_plies} random opening plies ({time.perf_counter() - t0:.0f}s)")
+        print(format_results(results, header))
+
+    if results and not args.no_elo:
+        ratings = elo.record(workdir, [r.as_record() for r in results],
+                             iteration=restored.iteration, source="evaluate")
+        shown = {me.name, *(o.name for o in others)}
+        print(f"\nElo (Bradley-Terry over all {elo.FILENAME} matches, random = 0):")
+        print(elo.format_table(ratings, shown))
+
+    if sets:
+        agents = [factory.random(), factory.greedy(restored.variables, label), me]
+        rows = solver_bench.benchmark(env, agents, sets, jax.random.fold_in(key, 999_999),
+                                      progress=not args.quiet)
+        print("\nConnect4 solver benchmark (mistake = a move with a worse win/draw/loss "
+              "outcome than the best):")
+        print(solver_bench.format_rows(rows))
+
+    if not args.no_plots:
+        paths = plots.write_training_plots(workdir)
+        if paths:
+            print("\nplots: " + ", ".join(str(p) for p in paths))
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError, ImportError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

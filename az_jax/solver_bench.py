@@ -1,0 +1,529 @@
+"""The Connect4 solver benchmark: how often does an agent pick a move that is worse than
+the best one (win > draw > loss) on solved positions?
+
+    python -m az_jax.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
+        --max-moves 20                                  # needs bitbully (AGPL, optional)
+    python -m az_jax.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
+
+File format: Pascal Pons's test sets (http://blog.gamesolver.org), one position a line,
+
+    <moves> <score> [<column scores>]
+
+  moves          the position, as the 1-based columns (1-7) played from the empty board;
+  score          the solver's score for the side to move: 0 draw, > 0 win, < 0 loss
+                 (Pons's scale: a win is worth 22 - the number of stones the winner plays);
+  column scores  (optional, az_jax's extension) the scores of playing columns 1..7, same
+                 scale and point of view as `score`, comma-separated, `x` for a full
+                 column, e.g. `-2,-1,0,1,0,-1,-2`; `score` must be their maximum.
+
+Blank lines and lines starting with `#` are ignored. A position must be legal and not
+finished. Any other line is an error that names the file, the line number and why.
+
+A move is a *mistake* when another legal move has a strictly better outcome (the sign of
+its column score). The benchmark reports the mistake rate over all positions and over the
+*critical* ones (where at least one legal move is worse than the best; elsewhere no
+mistake is possible). Files without column scores are labelled on the fly when
+`bitbully` is installed (a perfect Connect4 solver on PyPI, AGPL; optional) and are
+rejected otherwise. `make` writes files with column scores, so that the benchmark runs
+without bitbully afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import random as _random
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+ROWS, COLS = 6, 7
+FULL = None  # column score of a full column
+_BITBULLY_HINT = ("needs the optional Connect4 solver bitbully (AGPL): pip install bitbully")
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """One solved position."""
+
+    moves: str  # 1-based column digits from the empty board, e.g. "4453"
+    score: int  # for the side to move: 0 draw, > 0 win, < 0 loss
+    column_scores: tuple[int | None, ...] | None = None  # 7 scores, None = full column
+
+    @property
+    def actions(self) -> list[int]:
+        """The moves as env actions (0-based columns)."""
+        return [int(c) - 1 for c in self.moves]
+
+    def outcomes(self) -> np.ndarray:
+        """int8[7]: +1/0/-1 outcome of each column for the mover; -2 for a full column."""
+        if self.column_scores is None:
+            raise ValueError(f"position {self.moves!r} has no column scores")
+        return np.array([-2 if s is None else int(np.sign(s)) for s in self.column_scores],
+                        np.int8)
+
+    def to_line(self) -> str:
+        text = f"{self.moves} {self.score}"
+        if self.column_scores is not None:
+            text += " " + ",".join("x" if s is None else str(s) for s in self.column_scores)
+        return text
+
+
+# =========================================================================== parsing
+def _check_moves(moves: str) -> tuple[np.ndarray, str | None]:
+    """Replays `moves` on a host board. Returns (heights, None) or (_, why it is bad)."""
+    board = np.full((ROWS, COLS), -1, np.int8)  # row 0 at the bottom here
+    heights = np.zeros(COLS, np.int64)
+    for i, ch in enumerate(moves):
+        if ch < "1" or ch > "7":
+            return heights, f"move {i + 1} is {ch!r}; moves are the columns 1-7"
+        col = int(ch) - 1
+        if heights[col] >= ROWS:
+            return heights, f"move {i + 1} plays column {ch}, which is full"
+        row, player = heights[col], i % 2
+        board[row, col] = player
+        heights[col] += 1
+        if _wins(board, row, col, player):
+            return heights, f"the game is already won at move {i + 1} of {len(moves)}"
+    if heights.sum() >= ROWS * COLS:
+        return heights, "the board is full (the game is over)"
+    return heights, None
+
+
+def _wins(board: np.ndarray, row: int, col: int, player: int) -> bool:
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        run = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, col + sign * dc
+            while 0 <= r < ROWS and 0 <= c < COLS and board[r, c] == player:
+                run += 1
+                r, c = r + sign * dr, c + sign * dc
+        if run >= 4:
+            return True
+    return False
+
+
+def parse_line(text: str, where: str = "<line>") -> Position | None:
+    """One line -> a Position (None for blank and comment lines).
+
+    Raises:
+      ValueError: `"<where>: <why>"`, e.g. "set.txt:12: column 3 is full".
+    """
+    line = text.strip()
+    if not line or line.startswith("#"):
+        return None
+    fields = line.split()
+    if len(fields) not in (2, 3):
+        raise ValueError(f"{where}: expected '<moves> <score> [<7 column scores>]', got "
+                         f"{len(fields)} field(s): {line[:80]!r}")
+    moves, score_text = fields[0], fields[1]
+    if not moves.isdigit():
+        raise ValueError(f"{where}: moves {moves[:50]!r} must be digits 1-7 (the columns)")
+    heights, why = _check_moves(moves)
+    if why:
+        raise ValueError(f"{where}: illegal position: {why}")
+    try:
+        score = int(score_text)
+    except ValueError:
+        raise ValueError(f"{where}: score {score_text!r} is not an integer") from None
+    if abs(score) > 22:
+        raise ValueError(f"{where}: score {score} is outside [-22, 22] (Pons's scale)")
+    columns = None
+    if len(fields) == 3:
+        items = fields[2].split(",")
+        if len(items) != COLS:
+            raise ValueError(f"{where}: expected 7 comma-separated column scores, got "
+                             f"{len(items)}: {fields[2]!r}")
+        columns = []
+        for c, item in enumerate(items):
+            full = heights[c] >= ROWS
+            if item == "x":
+                if not full:
+                    raise ValueError(f"{where}: column {c + 1} is marked full ('x') but is not")
+                columns.append(FULL)
+                continue
+            if full:
+                raise ValueError(f"{where}: column {c + 1} is full; its score must be 'x'")
+            try:
+                columns.append(int(item))
+            except ValueError:
+                raise ValueError(f"{where}: column {c + 1} score {item!r} is not an integer "
+                                 "or 'x'") from None
+        best = max(s for s in columns if s is not None)
+        if best != score:
+            raise ValueError(f"{where}: score {score} is not the best column score {best}")
+        columns = tuple(columns)
+    return Position(moves, score, columns)
+
+
+def read_positions(path) -> list[Position]:
+    """Reads a solver set file.
+
+    Raises:
+      FileNotFoundError: no such file. ValueError: a malformed line ("file:line: why") or
+      a file without positions.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no solver set file {path}")
+    positions = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, text in enumerate(f, 1):
+            pos = parse_line(text, f"{path}:{lineno}")
+            if pos is not None:
+                positions.append(pos)
+    if not positions:
+        raise ValueError(f"{path}: no positions (expected lines '<moves> <score> [...]')")
+    return positions
+
+
+def write_positions(path, positions: Iterable[Position], header: str = "") -> None:
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    lines += [p.to_line() for p in positions]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+# =========================================================================== labels
+def _bitbully():
+    try:
+        import bitbully
+    except ImportError as e:
+        raise ImportError(f"this {_BITBULLY_HINT}") from e
+    return bitbully
+
+
+@functools.cache
+def _solver():
+    """One BitBully instance (loading its opening book takes a while)."""
+    return _bitbully().BitBully()
+
+
+def label(positions: Sequence[Position], progress: bool = False) -> list[Position]:
+    """Adds column scores from bitbully to positions that lack them.
+
+    Raises:
+      ImportError: bitbully is not installed. ValueError: a score disagrees with bitbully.
+    """
+    todo = [p for p in positions if p.column_scores is None]
+    if not todo:
+        return list(positions)
+    solver = _solver()
+    out = []
+    for p in _progress(positions, progress, "labelling"):
+        if p.column_scores is not None:
+            out.append(p)
+            continue
+        q = solve(p.moves, solver)
+        if q.score != p.score:
+            raise ValueError(f"position {p.moves}: the file says {p.score}, bitbully "
+                             f"{q.score}")
+        out.append(q)
+    return out
+
+
+def solve(moves: str, solver=None) -> Position:
+    """The Position with its score and column scores, from bitbully."""
+    bb = _bitbully()
+    solver = solver or _solver()
+    board = bb.Board.from_moves([int(c) - 1 for c in moves]) if moves else bb.Board()
+    scores = solver.score_all_moves(board)
+    columns = tuple(scores.get(c) for c in range(COLS))
+    return Position(moves, max(s for s in columns if s is not None), columns)
+
+
+def generate(n: int, min_moves: int, max_moves: int, seed: int = 0,
+             progress: bool = False) -> list[Position]:
+    """`n` distinct labelled positions from uniformly random play (bitbully).
+
+    Each position has a uniformly random length in [min_moves, max_moves]; a random game
+    that ends before that length is discarded.
+    """
+    if not 0 <= min_moves <= max_moves <= ROWS * COLS - 1:
+        raise ValueError(f"need 0 <= min_moves ({min_moves}) <= max_moves ({max_moves}) <= 41")
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    solver = _solver()
+    rng = _random.Random(seed)
+    seen, out = set(), []
+    bar = _bar(n, progress, "solving")
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise ValueError(f"could not find {n} distinct positions of {min_moves}-"
+                             f"{max_moves} moves")
+        length = rng.randint(min_moves, max_moves)
+        moves = ""
+        while len(moves) < length:
+            heights = _check_moves(moves)[0]
+            legal = [c for c in range(COLS) if heights[c] < ROWS]
+            moves += str(rng.choice(legal) + 1)
+            if _check_moves(moves)[1]:
+                break
+        if len(moves) < length or _check_moves(moves)[1] or moves in seen:
+            continue
+        seen.add(moves)
+        out.append(solve(moves, solver))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+# =========================================================================== scoring
+class MistakeStats(NamedTuple):
+    positions: int
+    critical: int  # positions where some legal move is worse than the best
+    mistakes: int  # moves worse than the best (illegal moves count as mistakes)
+
+    @property
+    def rate(self) -> float:
+        return self.mistakes / self.positions if self.positions else float("nan")
+
+    @property
+    def critical_rate(self) -> float:
+        return self.mistakes / self.critical if self.critical else float("nan")
+
+
+def count_mistakes(positions: Sequence[Position], actions) -> MistakeStats:
+    """Mistakes of `actions` (0-based columns, one per position)."""
+    actions = np.asarray(actions).reshape(-1)
+    if len(actions) != len(positions):
+        raise ValueError(f"{len(actions)} actions for {len(positions)} positions")
+    critical = mistakes = 0
+    for p, a in zip(positions, actions, strict=True):
+        out = p.outcomes()
+        legal = out > -2
+        best, worst = out[legal].max(), out[legal].min()
+        critical += int(worst < best)
+        a = int(a)
+        mistakes += int(not (0 <= a < COLS) or not legal[a] or out[a] < best)
+    return MistakeStats(len(positions), critical, mistakes)
+
+
+def random_mistake_rate(positions: Sequence[Position]) -> float:
+    """The expected mistake rate of a uniformly random legal player."""
+    rates = []
+    for p in positions:
+        out = p.outcomes()
+        legal = out[out > -2]
+        rates.append(np.mean(legal < legal.max()))
+    return float(np.mean(rates))
+
+
+def states_from_moves(env, positions: Sequence[Position]):
+    """Batched env states of the positions (one jitted replay of padded move lists)."""
+    import jax.numpy as jnp
+
+    if env.id != "connect4":
+        raise ValueError(f"the solver benchmark is for connect4, not {env.id}")
+    length = max(1, max(len(p.moves) for p in positions))
+    moves = np.full((len(positions), length), -1, np.int32)
+    for i, p in enumerate(positions):
+        moves[i, :len(p.moves)] = p.actions
+    return _replay(env, jnp.asarray(moves))
+
+
+def _replay(env, moves):
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def run(moves):
+        states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), moves.shape[0]))
+
+        def body(states, a):
+            nxt = jax.vmap(env.step)(states, jnp.maximum(a, 0))
+            keep = a >= 0
+            return jax.tree.map(
+                lambda n, s: jnp.where(keep.reshape((-1,) + (1,) * (s.ndim - 1)), n, s),
+                nxt, states), None
+
+        states, _ = jax.lax.scan(body, states, moves.T)
+        return states
+
+    return run(moves)
+
+
+def agent_actions(agent, states, key, batch_size: int = 256, progress=None) -> np.ndarray:
+    """The agent's moves in every position of `states` (in jitted batches of a fixed size).
+
+    Args:
+      agent: an `arena.Agent`.
+      states: batched env states (e.g. from `states_from_moves`).
+      key: consumed.
+      progress: optional callable, called with the number of positions done per batch.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    n = int(states.current_player.shape[0])
+    batch = min(batch_size, n)
+    act = jax.jit(agent.act)
+    out = []
+    for i, start in enumerate(range(0, n, batch)):
+        idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last one
+        part = jax.tree.map(lambda x: x[jnp.asarray(idx)], states)
+        a = np.asarray(act(agent.params, part, jax.random.fold_in(key, i)))
+        out.append(a[: min(batch, n - start)])
+        if progress is not None:
+            progress(min(batch, n - start))
+    return np.concatenate(out)
+
+
+def benchmark(env, agents, files: dict[str, Sequence[Position]], key,
+              progress: bool = False) -> list[dict]:
+    """Mistake rates of each agent on each file.
+
+    Returns:
+      rows {"file", "agent", "positions", "critical", "mistakes", "rate", "critical_rate",
+      "random_rate"} (random_rate: what a uniformly random player would get).
+    """
+    import jax
+
+    rows = []
+    total = sum(len(p) for p in files.values()) * len(agents)
+    bar = _bar(total, progress, "solver set")
+    for f_i, (name, positions) in enumerate(files.items()):
+        states = states_from_moves(env, positions)
+        for a_i, agent in enumerate(agents):
+            k = jax.random.fold_in(jax.random.fold_in(key, f_i), a_i)
+            actions = agent_actions(agent, states, k,
+                                    progress=None if bar is None else bar.update)
+            s = count_mistakes(positions, actions)
+            rows.append({"file": name, "agent": agent.name, "positions": s.positions,
+                         "critical": s.critical, "mistakes": s.mistakes, "rate": s.rate,
+                         "critical_rate": s.critical_rate,
+                         "random_rate": random_mistake_rate(positions)})
+    if bar is not None:
+        bar.close()
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """A text table of `benchmark` rows; E[rand] is a random player's expected rate."""
+    if not rows:
+        return "(no results)"
+    wf = max(len("file"), *(len(Path(r["file"]).name) for r in rows))
+    wa = max(len("agent"), *(len(r["agent"]) for r in rows))
+    lines = [f"{'file':<{wf}}  {'agent':<{wa}}  {'positions':>9}  {'critical':>8}  "
+             f"{'mistakes':>8}  {'rate':>6}  {'crit.rate':>9}  {'E[rand]':>7}"]
+    for r in rows:
+        lines.append(f"{Path(r['file']).name:<{wf}}  {r['agent']:<{wa}}  {r['positions']:9d}  "
+                     f"{r['critical']:8d}  {r['mistakes']:8d}  {r['rate']:6.1%}  "
+                     f"{r['critical_rate']:9.1%}  {r['random_rate']:7.1%}")
+    return "\n".join(lines)
+
+
+def load_sets(paths: Sequence[str], progress: bool = False) -> dict[str, list[Position]]:
+    """Reads solver set files and labels those without column scores (needs bitbully).
+
+    Raises:
+      ValueError / FileNotFoundError: with the file (and line) at fault.
+    """
+    sets = {}
+    for path in paths:
+        positions = read_positions(path)
+        if any(p.column_scores is None for p in positions):
+            try:
+                positions = label(positions, progress)
+            except ImportError:
+                raise ValueError(f"{path} has no column scores (third field); labelling it "
+                                 f"{_BITBULLY_HINT}, or use a file written by "
+                                 "`python -m az_jax.solver_bench make`") from None
+        sets[str(path)] = positions
+    return sets
+
+
+# =========================================================================== CLI
+def _progress(items, enabled: bool, desc: str):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="pos", dynamic_ncols=True, disable=None)
+
+
+def _bar(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="pos", dynamic_ncols=True, disable=None)
+
+
+def _make(args) -> None:
+    positions = generate(args.n, args.min_moves, args.max_moves, args.seed,
+                         progress=not args.quiet)
+    header = (f"az_jax Connect4 solver set: {args.n} positions from uniformly random play, "
+              f"{args.min_moves}-{args.max_moves} moves, seed {args.seed}, labelled by "
+              "bitbully.\nformat: <moves (columns 1-7)> <score for the side to move> "
+              "<scores of columns 1..7, x = full> (see az_jax/solver_bench.py)")
+    write_positions(args.out, positions, header)
+    print(f"wrote {len(positions)} positions to {args.out}")
+
+
+def _evaluate(args) -> None:
+    import jax
+
+    from az_jax import arena
+    from az_jax import checkpoint as ckpt
+    from az_jax import search as search_lib
+
+    sets = load_sets(args.files, progress=not args.quiet)
+    restored = ckpt.restore(args.workdir, step=args.checkpoint)
+    if restored.env.id != "connect4":
+        raise ValueError(f"the solver benchmark is for connect4; the checkpoint in "
+                         f"{args.workdir} is for {restored.env.id}")
+    search = search_lib.make_search(restored.env, restored.net, restored.config.search)
+    factory = arena.AgentFactory(restored.env, restored.net, search)
+    sims = args.sims or restored.config.eval.num_simulations
+    label_ = f"iter-{restored.iteration}"
+    agents = [factory.random(), factory.greedy(restored.variables, label_),
+              factory.network(restored.variables, label_, sims)]
+    rows = benchmark(restored.env, agents, sets, jax.random.PRNGKey(args.seed),
+                     progress=not args.quiet)
+    print(format_rows(rows))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m az_jax.solver_bench",
+        description=__doc__.split("\n\n")[0] + "\n\nSee the module docstring for the file "
+        "format.", formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    mk = sub.add_parser("make", help="write labelled positions from random play (bitbully)")
+    mk.add_argument("--out", required=True, help="output file")
+    mk.add_argument("--n", type=int, default=1000, help="number of positions (1000)")
+    mk.add_argument("--min-moves", type=int, default=8, help="fewest moves played (8)")
+    mk.add_argument("--max-moves", type=int, default=20, help="most moves played (20)")
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev = sub.add_parser("evaluate", help="mistake rates of a checkpoint (network alone, "
+                        "with search, and a random player for reference)")
+    ev.add_argument("files", nargs="+", help="solver set files")
+    ev.add_argument("--workdir", required=True, help="training workdir (a connect4 run)")
+    ev.add_argument("--checkpoint", type=int, default=None, help="iteration (default: latest)")
+    ev.add_argument("--sims", type=int, default=None,
+                    help="search simulations (default: the run's eval.num_simulations)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "make":
+            _make(args)
+        else:
+            _evaluate(args)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

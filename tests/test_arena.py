@@ -1,0 +1,230 @@
+"""Arena: matches, colour alternation, baselines, rollout MCTS, opponents, the evaluator."""
+
+import json
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from az_jax import arena, learner, network, search, solver_bench
+from az_jax.arena import Agent, MatchRunner
+
+TTT = envs.make("tictactoe")
+C4 = envs.make("connect4")
+C4_AGENTS = arena.AgentFactory(C4)
+
+
+def _first_legal(params, states, key):
+    del params, key
+    return jnp.argmax(states.legal_action_mask, axis=-1).astype(jnp.int32)
+
+
+def _last_legal(params, states, key):
+    del params, key
+    n = states.legal_action_mask.shape[-1]
+    return (n - 1 - jnp.argmax(states.legal_action_mask[:, ::-1], axis=-1)).astype(jnp.int32)
+
+
+FIRST = Agent("first-legal", "first-legal", _first_legal)
+LAST = Agent("last-legal", "last-legal", _last_legal)
+
+
+# ------------------------------------------------------------------ opponent names
+@pytest.mark.parametrize("name, kind, sims, ref, workdir", [
+    ("random", "random", None, None, None),
+    (" onestep ", "onestep", None, None, None),
+    ("greedy", "greedy", None, None, None),
+    ("mcts:64", "mcts", 64, None, None),
+    ("mcts-rollout:800", "mcts-rollout", 800, None, None),
+    ("checkpoint:latest", "checkpoint", None, "latest", None),
+    ("checkpoint:latest-5", "checkpoint", None, "latest-5", None),
+    ("checkpoint:120", "checkpoint", None, "120", None),
+    ("checkpoint:runs/c4", "checkpoint", None, "latest", "runs/c4"),
+    ("checkpoint:runs/c4@40", "checkpoint", None, "40", "runs/c4"),
+])
+def test_parse_opponent(name, kind, sims, ref, workdir):
+    opp = arena.parse_opponent(name)
+    assert (opp.kind, opp.simulations, opp.ref, opp.workdir) == (kind, sims, ref, workdir)
+    assert ":" not in opp.metric
+
+
+@pytest.mark.parametrize("name", ["", "alphabeta", "mcts", "mcts:", "mcts:x", "mcts:-1",
+                                  "mcts-rollout", "checkpoint:", "checkpoint:runs/c4@last",
+                                  "Random"])
+def test_parse_opponent_rejects(name):
+    with pytest.raises(ValueError, match="accepted forms: random, onestep, greedy, mcts:N"):
+        arena.parse_opponent(name)
+    with pytest.raises(ValueError, match="simulations must be >= 1"):
+        arena.parse_opponent("mcts-rollout:0")
+
+
+def test_parse_opponents_list():
+    names = [o.name for o in arena.parse_opponents("random, greedy,,mcts-rollout:8")]
+    assert names == ["random", "greedy", "mcts-rollout:8"]
+
+
+def test_resolve_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        arena.resolve_checkpoint(tmp_path, "latest")
+    for s in (5, 10, 15, 20):
+        (tmp_path / "checkpoints" / str(s)).mkdir(parents=True)
+    assert arena.resolve_checkpoint(tmp_path, "latest") == 20
+    assert arena.resolve_checkpoint(tmp_path, "latest-5") == 15
+    assert arena.resolve_checkpoint(tmp_path, "latest-7") == 10
+    assert arena.resolve_checkpoint(tmp_path, "10") == 10
+    with pytest.raises(FileNotFoundError, match=r"saved: \[5, 10, 15, 20\]"):
+        arena.resolve_checkpoint(tmp_path, "latest-16")
+    with pytest.raises(FileNotFoundError, match="no checkpoint 7"):
+        arena.resolve_checkpoint(tmp_path, "7")
+
+
+# ------------------------------------------------------------------ results
+def test_wilson_and_gate():
+    lo, hi = arena.wilson_interval(0.5, 100)
+    assert lo < 0.5 < hi and abs((hi - lo) - 0.19) < 0.01
+    assert arena.wilson_interval(1.0, 20)[1] == 1.0 and arena.wilson_interval(1.0, 20)[0] > 0.8
+
+    def res(w, d, losses):
+        return arena.MatchResult("a", "b", arena.WDL(w, d, losses), arena.WDL(0, 0, 0))
+
+    assert not arena.passes_gate(res(0, 40, 0), 0.55)  # all draws never pass
+    assert not arena.passes_gate(res(0, 40, 0), 0.4)  # ... whatever the threshold
+    assert not arena.passes_gate(res(21, 0, 19), 0.55)
+    assert arena.passes_gate(res(23, 0, 17), 0.55)
+    assert arena.passes_gate(res(3, 36, 1), 0.5)
+    assert not arena.passes_gate(res(0, 0, 0), 0.0)
+
+
+# ------------------------------------------------------------------ matches
+def test_colours_alternate_exactly():
+    """first-legal beats last-legal as X in tic-tac-toe and loses as O: the per-side
+    counts prove who moved first in which game."""
+    runner = MatchRunner(TTT, 10)
+    out = jax.device_get(runner.match_fn(FIRST, LAST)(None, None, jax.random.PRNGKey(0)))
+    assert out["a_first"].tolist() == [True] * 5 + [False] * 5
+    res = runner.play(FIRST, LAST, jax.random.PRNGKey(0))
+    assert res.first == arena.WDL(5, 0, 0) and res.second == arena.WDL(0, 0, 5)
+    assert res.total.games == 10 and res.unfinished == 0 and res.mean_plies == 5
+    assert res.as_record() == ("first-legal", "last-legal", 5, 0, 5)
+
+
+def test_random_opening_is_paired():
+    runner = MatchRunner(TTT, 40, opening_plies=2)
+    out = jax.device_get(runner.match_fn(FIRST, LAST)(None, None, jax.random.PRNGKey(1)))
+    plies = np.asarray(out["plies"])
+    assert len(set(plies.tolist())) > 1  # the openings differ between pairs
+    res = runner.play(FIRST, LAST, jax.random.PRNGKey(1))
+    assert res.first.games == res.second.games == 20
+
+
+def test_random_vs_random_is_even():
+    runner = MatchRunner(C4, 200)
+    res = runner.play(C4_AGENTS.random(), C4_AGENTS.random(), jax.random.PRNGKey(0))
+    assert res.first.games == res.second.games == 100
+    lo, hi = res.interval()
+    assert lo < 0.5 < hi, res
+    assert res.first.score > res.second.score - 0.15  # no sign flip between the sides
+
+
+def test_onestep_beats_random():
+    runner = MatchRunner(C4, 200)
+    res = runner.play(C4_AGENTS.onestep(), C4_AGENTS.random(), jax.random.PRNGKey(1))
+    assert res.score > 0.7 and res.interval()[0] > 0.6, res
+
+
+def test_odd_or_tiny_game_counts():
+    assert MatchRunner(TTT, 7).num_games == 8
+    assert MatchRunner(TTT, 1000, batch_size=300).num_games == 1200
+    with pytest.raises(ValueError, match="even"):
+        arena.make_match(TTT, _first_legal, _last_legal, 5)
+    with pytest.raises(ValueError):
+        MatchRunner(TTT, 0)
+
+
+# ------------------------------------------------------------------ rollout MCTS
+def _c4_states(move_lists):
+    return solver_bench.states_from_moves(
+        C4, [solver_bench.Position(m, 0) for m in move_lists])
+
+
+# X to move wins at column 5 (1-based) by a vertical four although O threatens one too;
+# X to move wins at column 1 or 5 on the bottom row; O to move wins at column 6.
+WIN_IN_ONE = [("515151", {4}), ("223344", {0, 4}), ("1626167", {5})]
+
+
+def test_rollout_mcts_finds_a_win_in_one():
+    states = _c4_states([m for m, _ in WIN_IN_ONE])
+    assert np.asarray(states.current_player).tolist() == [0, 0, 1]
+    key = jax.random.PRNGKey(0)
+    actions = np.asarray(jax.jit(arena.rollout_mcts_act(C4, 32))(None, states, key))
+    for a, (_, wins) in zip(actions, WIN_IN_ONE, strict=True):
+        assert int(a) in wins, (actions, WIN_IN_ONE)
+
+
+@pytest.mark.slow
+def test_rollout_mcts_more_simulations_win():
+    runner = MatchRunner(C4, 20)
+    res = runner.play(C4_AGENTS.rollout(200), C4_AGENTS.rollout(10), jax.random.PRNGKey(2))
+    assert res.score > 0.8 and res.interval()[0] > 0.5, res
+
+
+# ------------------------------------------------------------------ training evaluator
+def _setup(gating: bool):
+    from configs import tictactoe
+
+    c = tictactoe.get_config()
+    c.network.channels, c.network.num_blocks = 4, 1
+    c.search.num_simulations = 2
+    c.eval.num_games, c.eval.num_simulations = 4, 2
+    c.eval.opponents = "random,checkpoint:latest"
+    c.eval.gating, c.eval.gating_threshold = gating, 0.55
+    net = network.make_network(c.network, TTT)
+    return types.SimpleNamespace(config=c, env=TTT, net=net,
+                                 search=search.make_search(TTT, net, c.search))
+
+
+def _train_state(net, seed):
+    variables = network.init_variables(net, TTT, jax.random.PRNGKey(seed))
+    return learner.TrainState(step=jnp.int32(0), params=variables["params"],
+                              batch_stats=variables.get("batch_stats", {}), opt_state=())
+
+
+@pytest.mark.slow
+def test_training_evaluator(tmp_path):
+    setup = _setup(gating=True)
+    ev = arena.TrainingEvaluator(setup, tmp_path)
+    best = _train_state(setup.net, 0).params
+    seen = []
+    for it in (1, 2, 3):
+        ts = _train_state(setup.net, it)
+        metrics, new_best = ev(ts, best, it, jax.random.PRNGKey(it))
+        promoted = bool(metrics["eval/best/promoted"])
+        assert new_best is (ts.params if promoted else best)
+        best = new_best
+        seen.append(ev.runner.num_compiled)
+        assert {"eval/random/score", "eval/random/win", "eval/best/score", "eval/elo",
+                "score"} <= set(metrics)
+        assert "eval/checkpoint_latest/score" not in metrics  # nothing saved: skipped
+        assert metrics["score"] == metrics["eval/random/score"]
+        assert 0 <= metrics["score"] <= 1
+    assert seen == [2, 2, 2]  # vs random, vs best: compiled once, reused
+    data = json.loads((tmp_path / "elo.json").read_text())
+    assert len(data["matches"]) == 6 and data["matches"][0]["b"] == "random"
+    assert data["matches"][1]["b"] == "iter-0/mcts:2"
+    assert data["best"].startswith("iter-")
+
+    ev.gating = False  # without gating the best is simply the current network
+    ts = _train_state(setup.net, 7)
+    metrics, new_best = ev(ts, best, 4, jax.random.PRNGKey(4))
+    assert new_best is ts.params and metrics["eval/best/promoted"] == 1.0
+    assert ev.runner.num_compiled == 2
+
+
+def test_unknown_opponent_in_config_fails_early(tmp_path):
+    setup = _setup(gating=False)
+    setup.config.eval.opponents = "random,minimax"
+    with pytest.raises(ValueError, match="unknown opponent 'minimax'"):
+        arena.TrainingEvaluator(setup, tmp_path)

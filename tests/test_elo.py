@@ -1,0 +1,84 @@
+"""Elo ladder: the Bradley-Terry fit and elo.json."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from az_jax import elo
+
+
+def _simulate(true: dict, games: int, rng, draw_rate: float = 0.1) -> list[dict]:
+    """Round robin between synthetic players with known Elo; draws take a share of the
+    expected score so that E[W + D/2] / N is the Elo expectation."""
+    names = list(true)
+    matches = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            p = elo.expected_score(true[a], true[b])
+            d = draw_rate * min(p, 1 - p) * 2
+            w = p - d / 2
+            counts = rng.multinomial(games, [w, d, 1 - w - d])
+            matches.append({"a": a, "b": b, "wins": int(counts[0]), "draws": int(counts[1]),
+                            "losses": int(counts[2])})
+    return matches
+
+
+def test_fit_recovers_order_and_gaps():
+    rng = np.random.default_rng(0)
+    true = {"random": 0.0, "p100": 100.0, "p300": 300.0, "p500": 500.0, "p800": 800.0}
+    ratings = elo.fit(_simulate(true, 400, rng))
+    assert list(ratings) == ["p800", "p500", "p300", "p100", "random"]  # strongest first
+    assert ratings["random"].elo == 0.0 and ratings["random"].stderr == 0.0
+    for name, value in true.items():
+        r = ratings[name]
+        assert abs(r.elo - value) < max(4 * r.stderr, 40), (name, r, value)
+        assert r.games == 400 * (len(true) - 1)
+
+
+def test_anchor_and_chain():
+    """Players who never met random are rated through the players in between."""
+    rng = np.random.default_rng(1)
+    true = {"random": 0.0, "a": 200.0, "b": 400.0}
+    chain = [m for m in _simulate(true, 600, rng) if {m["a"], m["b"]} != {"random", "b"}]
+    ratings = elo.fit(chain)
+    assert abs(ratings["a"].elo - 200) < 60 and abs(ratings["b"].elo - 400) < 90
+    assert ratings["b"].stderr > ratings["a"].stderr > 0
+
+
+def test_perfect_record_stays_finite():
+    matches = [{"a": "champ", "b": "random", "wins": 64, "draws": 0, "losses": 0}]
+    r = elo.fit(matches)
+    assert math.isfinite(r["champ"].elo) and 300 < r["champ"].elo < 2000
+    more = elo.fit([dict(matches[0], wins=640)])
+    assert more["champ"].elo > r["champ"].elo  # more evidence, higher rating
+
+
+def test_no_anchor_mean_zero_and_self_play_ignored():
+    matches = [{"a": "x", "b": "y", "wins": 30, "draws": 0, "losses": 10},
+               {"a": "x", "b": "x", "wins": 5, "draws": 0, "losses": 5}]
+    r = elo.fit(matches)
+    assert abs(r["x"].elo + r["y"].elo) < 1e-6 and r["x"].elo > 0
+    assert elo.fit([]) == {}
+    with pytest.raises(ValueError):
+        elo.fit([{"a": "x", "b": "y", "wins": -1, "draws": 0, "losses": 0}])
+
+
+def test_record_file(tmp_path):
+    ratings = elo.record(tmp_path, [("iter-5/mcts:8", "random", 9, 1, 0)], iteration=5,
+                         best="iter-5/mcts:8")
+    ratings = elo.record(tmp_path, [("iter-10/mcts:8", "iter-5/mcts:8", 6, 2, 2)],
+                         iteration=10, source="evaluate")
+    data = json.loads((tmp_path / "elo.json").read_text())
+    assert data["format"] == elo.FORMAT and data["best"] == "iter-5/mcts:8"
+    assert [m["iteration"] for m in data["matches"]] == [5, 10]
+    assert data["matches"][1]["source"] == "evaluate"
+    assert set(data["ratings"]) == {"random", "iter-5/mcts:8", "iter-10/mcts:8"}
+    assert ratings["iter-10/mcts:8"].elo > ratings["iter-5/mcts:8"].elo > 0
+    assert elo.player_iteration("iter-10/mcts:8") == (10, "mcts:8")
+    assert elo.player_iteration("random") is None
+    assert "iter-10/mcts:8" in elo.format_table(ratings)
+    (tmp_path / "elo.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not an az_jax Elo ladder"):
+        elo.load(tmp_path)

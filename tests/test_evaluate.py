@@ -1,0 +1,134 @@
+"""`python -m az_jax.evaluate`: clean errors, and a run against a tiny trained checkpoint."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from az_jax import checkpoint as ckpt
+from az_jax import evaluate, trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVER_SET = ROOT / "tests" / "data" / "connect4_solver_200.txt"
+
+
+def _tiny(config):
+    c = config
+    c.network.channels, c.network.num_blocks = 4, 1
+    c.search.num_simulations = 2
+    c.selfplay.batch_size, c.selfplay.num_plies = 8, 9
+    c.replay.capacity, c.replay.min_size = 256, 8
+    c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = 2, 1, 8
+    c.train.warmup_steps = 1
+    c.eval.every, c.eval.num_games, c.eval.num_simulations = 0, 4, 2
+    c.checkpoint.every = 1
+    c.checkpoint.save_replay = False
+    c.log.progress = False
+    return c
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A tic-tac-toe run trained for 2 iterations, and an untrained Connect4 checkpoint."""
+    sys.path.insert(0, str(ROOT))  # configs/
+    from configs import connect4, tictactoe
+
+    base = tmp_path_factory.mktemp("runs")
+    ttt = base / "ttt"
+    trainer.train_and_evaluate(_tiny(tictactoe.get_config()), str(ttt))
+
+    c4 = base / "c4"  # a checkpoint without training: enough for errors and the solver set
+    config = _tiny(connect4.get_config())
+    setup = trainer.Setup(config)
+    train_state, games, _ = setup.initial(jax.random.PRNGKey(0))
+    meta = {"config": ckpt.config_json(config), **ckpt.env_meta(setup.env), "iteration": 1}
+    ckpt.save(ckpt.manager(c4), 1, {"train_state": train_state, "games": games,
+                                    "best_params": train_state.params}, meta)
+    empty = base / "empty"
+    empty.mkdir()
+    bad = base / "bad.txt"
+    bad.write_text("44 1 -2,-1,0,1,0,-1,-2\n4444444 0\n")
+    return {"ttt": ttt, "c4": c4, "empty": empty, "bad": bad}
+
+
+ERRORS = {
+    "missing workdir": (["--workdir", "{base}/nope"], "no workdir"),
+    "no checkpoints": (["--workdir", "{empty}"], "no checkpoints"),
+    "unknown opponent": (["--workdir", "{ttt}", "--against", "random,alphabeta"],
+                         "unknown opponent 'alphabeta'; accepted forms: random"),
+    "other game": (["--workdir", "{ttt}", "--against", "checkpoint:{c4}"],
+                   "is for connect4({}), not tictactoe({})"),
+    "solver set, other game": (["--workdir", "{ttt}", "--solver-set", str(SOLVER_SET)],
+                               "the solver benchmark is for connect4"),
+    "malformed solver file": (["--workdir", "{c4}", "--solver-set", "{bad}"],
+                              "bad.txt:2: illegal position: move 7 plays column 4"),
+    "no such checkpoint": (["--workdir", "{ttt}", "--checkpoint", "99"], "no checkpoint 99"),
+    "odd arguments": (["--workdir", "{ttt}", "--games", "1"], "--games=1"),
+}
+
+
+@pytest.fixture(scope="module")
+def error_runs(runs):
+    """Runs every error case as a subprocess, all at once (each one imports jax)."""
+    fmt = {k: str(v) for k, v in runs.items()} | {"base": str(runs["ttt"].parent)}
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = {name: subprocess.Popen(
+        [sys.executable, "-m", "az_jax.evaluate", *[a.format(**fmt) for a in args]],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, (args, _) in ERRORS.items()}
+    return {name: (p.wait(timeout=300), p.stdout.read(), p.stderr.read())
+            for name, p in procs.items()}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_clean_errors(error_runs, case):
+    code, out, err = error_runs[case]
+    assert code == 2, (out, err)
+    assert "Traceback" not in err and "Traceback" not in out, err
+    assert err.startswith("error: ") or "\nerror: " in err, err
+    assert ERRORS[case][1] in err, err
+
+
+def test_help():
+    p = subprocess.run([sys.executable, "-m", "az_jax.evaluate", "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0
+    for text in ("--workdir", "--against", "--solver-set", "mcts-rollout:N",
+                 "checkpoint:latest-K", "Wilson"):
+        assert text in p.stdout
+
+
+@pytest.mark.slow
+def test_evaluate_run_prints_table_and_writes_plots(runs, capsys):
+    ttt = runs["ttt"]
+    code = evaluate.main(["--workdir", str(ttt), "--against", "random,checkpoint:latest-1",
+                          "--games", "6", "--sims", "2", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "network under test: iter-2/mcts:2" in out
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("opponent"))
+    assert "as first" in lines[head] and "95% CI" in lines[head]
+    assert lines[head + 1].split()[:2] == ["random", "6"]
+    assert lines[head + 2].split()[:2] == ["iter-1/mcts:2", "6"]
+    assert "Elo" in out and "random" in out
+    data = json.loads((ttt / "elo.json").read_text())
+    assert {m["b"] for m in data["matches"]} == {"random", "iter-1/mcts:2"}
+    assert all(m["source"] == "evaluate" and m["iteration"] == 2 for m in data["matches"])
+    for name in ("elo.png", "win_rates.png", "losses.png"):
+        assert (ttt / name).stat().st_size > 1000, name
+
+
+def test_solver_set_run(runs, capsys):
+    code = evaluate.main(["--workdir", str(runs["c4"]), "--against", "", "--sims", "2",
+                          "--solver-set", str(SOLVER_SET), "--quiet", "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = [line.split() for line in out.splitlines()
+            if line.startswith("connect4_solver_200.txt")]
+    assert [r[1] for r in rows] == ["random", "iter-1/greedy", "iter-1/mcts:2"]
+    assert all(r[2] == "200" for r in rows)

@@ -1,0 +1,175 @@
+"""The Connect4 solver benchmark: file format, mistake counting, agents, bitbully."""
+
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import envs
+from az_jax import arena, solver_bench
+from az_jax.solver_bench import Position
+
+DATA = Path(__file__).parent / "data" / "connect4_solver_200.txt"
+C4 = envs.make("connect4")
+
+
+def _has_bitbully() -> bool:
+    try:
+        import bitbully  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_bitbully = pytest.mark.skipif(not _has_bitbully(), reason="bitbully is not installed")
+
+
+@pytest.fixture(scope="module")
+def positions():
+    return solver_bench.read_positions(DATA)
+
+
+@pytest.fixture(scope="module")
+def states(positions):
+    return solver_bench.states_from_moves(C4, positions)
+
+
+# ------------------------------------------------------------------ the file format
+def test_shipped_file(positions):
+    assert len(positions) == 200
+    assert all(8 <= len(p.moves) <= 20 for p in positions)
+    assert all(p.column_scores is not None for p in positions)
+    p = solver_bench.parse_line("44 1 -2,-1,0,1,0,-1,-2")
+    assert p == Position("44", 1, (-2, -1, 0, 1, 0, -1, -2))
+    assert p.outcomes().tolist() == [-1, -1, 0, 1, 0, -1, -1]
+    assert solver_bench.parse_line(p.to_line()) == p
+    assert solver_bench.parse_line("  # a comment") is None
+    assert solver_bench.parse_line("") is None
+    assert solver_bench.parse_line("444444 0").column_scores is None  # Pons's 2 fields
+    full = solver_bench.parse_line("444444 -1 -3,-2,-1,x,-1,-2,-3")
+    assert full.column_scores[3] is None and full.outcomes()[3] == -2
+
+
+@pytest.mark.parametrize("line, why", [
+    ("4455", "expected '<moves> <score>"),
+    ("44 1 2 3", "expected '<moves> <score>"),
+    ("4a55 1", "must be digits 1-7"),
+    ("4805 1", "move 2 is '8'"),
+    ("4444444 0", "move 7 plays column 4, which is full"),
+    ("1212121 0", "already won at move 7"),
+    ("44 one", "score 'one' is not an integer"),
+    ("44 30", "outside [-22, 22]"),
+    ("44 1 -2,-1,0,1,0,-1", "expected 7 comma-separated column scores, got 6"),
+    ("44 1 -2,-1,0,1,0,-1,?", "column 7 score '?'"),
+    ("44 1 -2,-1,0,x,0,-1,-2", "column 4 is marked full"),
+    ("444444 -1 -3,-2,-1,0,-1,-2,-3", "column 4 is full; its score must be 'x'"),
+    ("44 2 -2,-1,0,1,0,-1,-2", "score 2 is not the best column score 1"),
+])
+def test_malformed_lines_name_file_and_line(tmp_path, line, why):
+    path = tmp_path / "bad.txt"
+    path.write_text(f"# header\n44 1 -2,-1,0,1,0,-1,-2\n\n{line}\n")
+    with pytest.raises(ValueError) as e:
+        solver_bench.read_positions(path)
+    assert f"{path}:4:" in str(e.value) and why in str(e.value)
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        solver_bench.read_positions(tmp_path / "nope.txt")
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no positions"):
+        solver_bench.read_positions(tmp_path / "empty.txt")
+
+
+def test_unlabelled_file_needs_bitbully(tmp_path, monkeypatch):
+    (tmp_path / "pons.txt").write_text("4453 0\n")
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # as if not installed
+    with pytest.raises(ValueError, match="pip install bitbully"):
+        solver_bench.load_sets([str(tmp_path / "pons.txt")])
+
+
+# ------------------------------------------------------------------ mistakes
+def test_count_mistakes():
+    p = Position("44", 1, (-2, -1, 0, 1, 0, -1, -2))
+    q = Position("444444", 5, (5, 5, 5, None, 5, 5, 5))  # every move wins: not critical
+    assert solver_bench.count_mistakes([p, q], [3, 0]) == (2, 1, 0)
+    assert solver_bench.count_mistakes([p, q], [2, 3]) == (2, 1, 2)  # 3 is full in q
+    s = solver_bench.count_mistakes([p], [-1])
+    assert s.mistakes == 1 and s.rate == 1.0 and s.critical_rate == 1.0
+    assert solver_bench.random_mistake_rate([p]) == pytest.approx(6 / 7)
+
+
+def test_perfect_player_from_labels(positions):
+    best = [int(np.argmax([-99 if s is None else s for s in p.column_scores]))
+            for p in positions]
+    s = solver_bench.count_mistakes(positions, best)
+    assert s.mistakes == 0 and s.critical > 50
+
+
+def test_states_from_moves(positions, states):
+    for i in (0, 7, 199):
+        moves = positions[i].actions
+        assert int(states.step_count[i]) == len(moves)
+        assert int(states.current_player[i]) == len(moves) % 2
+        assert not bool(states.done[i])
+        board = np.asarray(states.game.board[i])
+        assert (board >= 0).sum() == len(moves)
+        for col in range(7):
+            assert (board[:, col] >= 0).sum() == moves.count(col)
+    with pytest.raises(ValueError, match="connect4"):
+        solver_bench.states_from_moves(envs.make("tictactoe"), positions[:1])
+
+
+def test_random_agent_mistake_rate(positions, states):
+    agent = arena.AgentFactory(C4).random()
+    expected = solver_bench.random_mistake_rate(positions)
+    assert 0.2 < expected < 0.6
+    rates = [solver_bench.count_mistakes(
+        positions, solver_bench.agent_actions(agent, states, jax.random.PRNGKey(s),
+                                              batch_size=128)).rate for s in range(3)]
+    assert abs(np.mean(rates) - expected) < 0.06, (rates, expected)
+
+
+def test_benchmark_rows(positions):
+    agent = arena.AgentFactory(C4).onestep()
+    rows = solver_bench.benchmark(C4, [agent], {"set": positions[:40]}, jax.random.PRNGKey(0))
+    (row,) = rows
+    assert row["agent"] == "onestep" and row["positions"] == 40
+    assert 0 <= row["mistakes"] <= row["critical"] <= 40
+    assert "onestep" in solver_bench.format_rows(rows)
+
+
+# ------------------------------------------------------------------ with bitbully
+@needs_bitbully
+def test_labels_agree_with_bitbully(positions):
+    for p in positions[:15]:
+        assert solver_bench.solve(p.moves) == p
+
+
+@needs_bitbully
+def test_perfect_player_bitbully(positions):
+    import bitbully
+
+    solver = solver_bench._solver()
+    some = positions[::4]
+    actions = [solver.best_move(bitbully.Board.from_moves(p.actions)) for p in some]
+    s = solver_bench.count_mistakes(some, actions)
+    assert s.mistakes == 0 and s.rate == 0.0
+
+
+@needs_bitbully
+def test_make_and_label(tmp_path):
+    out = tmp_path / "set.txt"
+    assert solver_bench.main(["make", "--out", str(out), "--n", "6", "--min-moves", "3",
+                              "--max-moves", "5", "--quiet"]) == 0
+    made = solver_bench.read_positions(out)
+    assert len(made) == 6 and len({p.moves for p in made}) == 6
+    assert all(3 <= len(p.moves) <= 5 for p in made)
+    pons = tmp_path / "pons.txt"
+    pons.write_text("".join(f"{p.moves} {p.score}\n" for p in made))
+    assert list(solver_bench.load_sets([str(pons)]).values())[0] == made
+    pons.write_text(f"{made[0].moves} {made[0].score + 1}\n")
+    with pytest.raises(ValueError, match="bitbully"):
+        solver_bench.load_sets([str(pons)])
