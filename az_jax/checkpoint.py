@@ -16,6 +16,7 @@ previous one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -29,6 +30,17 @@ import envs
 from az_jax import network as network_lib
 
 SUBDIR = "checkpoints"
+
+
+class _QuietReadOnly(logging.Filter):
+    """Drops orbax's two warnings about read-only managers (restore opens one each time)."""
+
+    def filter(self, record):
+        msg = record.getMessage()
+        return "read_only=True" not in msg and "directory is read only" not in msg
+
+
+logging.getLogger("absl").addFilter(_QuietReadOnly())
 
 
 class Restored(NamedTuple):
@@ -179,7 +191,7 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Re
         abstract = jax.eval_shape(lambda: network_lib.init_variables(
             net, ckpt_env, jax.random.PRNGKey(0)))
         try:
-            device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+            device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
             target = jax.tree.map(
                 lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
                 mngr.item_metadata(s)["state"])

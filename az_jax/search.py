@@ -22,12 +22,10 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from az_jax.network import mask_logits
-
 POLICIES = ("gumbel", "muzero")
 
 
-def _qtransform_parent_fpu(tree, node_index):
+def qtransform_parent_fpu(tree, node_index):
     """Q in [-1, 1] rescaled to [0, 1]; unvisited children get the parent's value.
 
     The default PUCT transform scores unvisited children at the minimum, which makes
@@ -114,7 +112,7 @@ def make_search_from_apply(env, apply_fn, config):
             variables, key, root, recurrent_fn,
             num_simulations=sims,
             invalid_actions=invalid,
-            qtransform=_qtransform_parent_fpu,
+            qtransform=qtransform_parent_fpu,
             dirichlet_fraction=0.0 if evaluation else config.dirichlet_fraction,
             dirichlet_alpha=config.dirichlet_alpha,
             pb_c_init=config.pb_c_init,

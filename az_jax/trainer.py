@@ -21,13 +21,12 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 import envs
 from az_jax import checkpoint as ckpt
-from az_jax import learner, network, replay, search, selfplay
-from az_jax import parallel
+from az_jax import learner, network, parallel, replay, search, selfplay
 from az_jax.parallel import DATA
-from jax.sharding import PartitionSpec as P
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
@@ -276,7 +275,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     with _StopRequest() as stop:
         for it in range(start, config.train.num_iterations):
             t0 = time.perf_counter()
-            key = jax.random.fold_in(loop_key, it)
+            key, eval_key = jax.random.split(jax.random.fold_in(loop_key, it))
             train_state, games, buffer_state, m = iteration_fn(
                 train_state, games, buffer_state, key)
             m = _to_host(m)
@@ -289,7 +288,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             score = None
             if evaluator is not None and (it + 1) % config.eval.every == 0:
                 eval_metrics, best_params = evaluator(train_state, best_params, it + 1,
-                                                      jax.random.fold_in(key, 1))
+                                                      eval_key)
                 m.update(eval_metrics)
                 score = eval_metrics.get("score")
             last = m
@@ -359,5 +358,6 @@ def _tensorboard(workdir: str):
     try:
         from tensorboardX import SummaryWriter
     except ImportError as e:
-        raise ImportError("log.tensorboard=True needs tensorboardX: pip install tensorboardX") from e
+        raise ImportError('log.tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
+                          ) from e
     return SummaryWriter(str(Path(workdir) / "tensorboard"))

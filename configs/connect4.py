@@ -28,4 +28,5 @@ def get_config():
         c.replay.capacity = 1_000_000
         c.network.dtype = "bfloat16"
     c.selfplay.temperature_plies = 10
+    c.eval.opponents = "random,onestep,mcts-rollout:200,checkpoint:latest-20"
     return c

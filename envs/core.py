@@ -231,7 +231,8 @@ def parse_point(text: str, height: int, width: int) -> tuple[int, int]:
     """'E5' -> (row, col) with row 0 at the top; raises ValueError with what is accepted."""
     t = text.strip().upper()
     last_col = chr(ord("A") + width - 1)
-    accepted = f"a column letter A-{last_col} then a row number 1-{height}, like A1 or {last_col}{height}"
+    accepted = (f"a column letter A-{last_col} then a row number 1-{height}, "
+                f"like A1 or {last_col}{height}")
     if len(t) < 2 or not t.isascii() or not t[0].isalpha() or not t[1:].isdigit():
         raise ValueError(f"cannot read {text!r} as a point: expected {accepted}")
     col = ord(t[0]) - ord("A")

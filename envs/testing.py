@@ -60,7 +60,7 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
 
     # --- random play with occasional illegal moves
     saw_done = False
-    for ply in range(max_plies):
+    for _ in range(max_plies):
         key, k_act, k_ill, k_pick, k_step = jax.random.split(key, 5)
         legal = _random_legal(k_act, state.legal_action_mask)
         illegal_candidates = ~state.legal_action_mask

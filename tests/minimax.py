@@ -21,7 +21,7 @@ def to_move(board) -> int:
     return 1 if board.count(1) == board.count(2) else 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def value(board) -> int:
     """+1 if the side to move wins with perfect play, 0 draw, -1 loss."""
     if winner(board):

@@ -60,5 +60,5 @@ def test_tictactoe_learns_to_never_lose(tmp_path):
     restored = checkpoint.restore(tmp_path)
     assert restored.iteration == config.train.num_iterations
     wins, draws, losses = play_vs_minimax(restored)
-    assert losses == 0, f"lost {losses} of 100 games to perfect play (W/D/L {wins}/{draws}/{losses})"
+    assert losses == 0, f"lost {losses}/100 to perfect play (W/D/L {wins}/{draws}/{losses})"
     assert wins == 0  # a perfect player cannot be beaten: checks the referee too
