@@ -38,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m az_jax.evaluate", description=__doc__.split("\n\n")[0],
         epilog=_OPPONENT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", required=True, help="the training run's directory")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workdir", help="the training run's directory")
+    src.add_argument("--model", help="a shipped model by name (az_jax/models/<name>); "
+                                     "results are printed, not stored")
     p.add_argument("--against", default=None,
                    help="opponents, comma-separated (default: the run's eval.opponents); "
                         "'' plays no match (e.g. for the solver benchmark alone)")
@@ -80,6 +83,13 @@ def format_results(results, header: str = "") -> str:
 
 def run(args) -> None:
     """The evaluation; raises ValueError / FileNotFoundError / ImportError on bad input."""
+    if args.model is not None:
+        from az_jax.checkpoint import MODELS_DIR, shipped_models
+
+        if args.model not in shipped_models():
+            raise ValueError(f"no shipped model {args.model!r}; available: "
+                             f"{', '.join(shipped_models()) or 'none'}")
+        args.workdir, args.no_elo, args.no_plots = str(MODELS_DIR / args.model), True, True
     workdir = Path(args.workdir).expanduser()
     if not workdir.is_dir():
         raise FileNotFoundError(f"no workdir {workdir}: pass the --workdir of a training run")
