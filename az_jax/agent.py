@@ -1,0 +1,301 @@
+"""A trained network as a player, for the front ends (terminal, browser, Gomocup).
+
+    agent = Agent.load(workdir="runs/c4")               # or checkpoint=..., model=...
+    state = agent.new_game()
+    thought = agent.think(state, num_simulations=128)
+    thought.action, thought.win_rate, thought.top(3)     # move, P(win) for the mover, candidates
+    state = agent.play(state, thought.action)
+
+Host side only: states are single (unbatched) games; each search runs as a batch of one
+through `search.make_search` inside one jitted function per simulation count (the first call
+with a new count compiles). `think` holds a lock, so one Agent can serve many threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from az_jax import checkpoint as ckpt
+from az_jax import search as search_lib
+
+# Names of the two sides (player 0 moves first), as the env's render shows them.
+SIDE_NAMES = {
+    "tictactoe": ("X", "O"),
+    "connect4": ("X", "O"),
+    "gomoku": ("black", "white"),
+    "baghchal": ("goats", "tigers"),
+}
+# Other words a person may type for a side (lower case) -> player.
+_SIDE_ALIASES = {
+    "gomoku": {"x": 0, "o": 1, "b": 0, "w": 1},
+    "baghchal": {"goat": 0, "g": 0, "tiger": 1, "t": 1},
+}
+
+
+def side_names(env) -> tuple[str, str]:
+    """The names of player 0 and player 1 in this game."""
+    return SIDE_NAMES.get(env.id, ("first player", "second player"))
+
+
+def parse_side(env, text: str) -> int:
+    """'first'/'second', '1'/'2' or a side name of this game -> player 0 or 1.
+
+    Raises:
+      ValueError: listing the accepted values.
+    """
+    t = str(text).strip().lower()
+    names = [n.lower() for n in side_names(env)]
+    table = {"first": 0, "second": 1, "1": 0, "2": 1, names[0]: 0, names[1]: 1,
+             **_SIDE_ALIASES.get(env.id, {})}
+    if t in table:
+        return table[t]
+    accepted = ", ".join(["first", "second", "1", "2", *names])
+    raise ValueError(f"unknown side {text!r} for {env.id}; accepted: {accepted}")
+
+
+_MOVE_HELP = {
+    "tictactoe": "a cell: column letter and row number (A1..C3), or 1-9 in reading order",
+    "connect4": "a column number 1-7",
+    "gomoku": "a point: column letter then row number from the bottom, like {mid}",
+    "baghchal": "place a goat on one point (C3); move with two points (A1-B2); a tiger's "
+                "jump names its landing point (A1-C3)",
+}
+
+
+def move_help(env) -> str:
+    """How moves of this game are typed, in one line."""
+    text = _MOVE_HELP.get(env.id, "a move in the game's notation")
+    if env.id == "gomoku":
+        mid = env.num_actions // 2
+        text = text.format(mid=env.action_to_str(mid))
+    return text
+
+
+def quiet_logs() -> None:
+    """Hides orbax/absl info and warnings (read-only checkpoint notices) in the front ends."""
+    import logging
+
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def wins(side: str) -> str:
+    """'black wins', 'tigers win'."""
+    return f"{side} {'win' if side.endswith('s') else 'wins'}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    action: int
+    move: str  # in the env's notation
+    visits: int
+    share: float  # visits / all root visits
+    value: float | None  # Q for the mover in [-1, 1]; None if never visited
+
+
+@dataclasses.dataclass(frozen=True)
+class Thought:
+    """The result of a search from one position, from the point of view of the mover.
+
+    `visits` int64[A] are the root visit counts (summed over chunks for `think_for`);
+    `q` float32[A] the root Q values (mover's view, NaN where unvisited); `value` the
+    root value in [-1, 1].
+    """
+
+    action: int
+    move: str
+    value: float
+    visits: np.ndarray
+    q: np.ndarray
+    simulations: int
+    seconds: float
+    env: Any = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def win_rate(self) -> float:
+        """The value as an expected score in [0, 1] (a draw counts half)."""
+        return float(np.clip((self.value + 1.0) / 2.0, 0.0, 1.0))
+
+    def top(self, k: int = 5) -> list[Candidate]:
+        """The k most visited moves, most visited first (ties: the chosen move, then the
+        lower action)."""
+        total = max(int(self.visits.sum()), 1)
+        actions = np.arange(len(self.visits))
+        order = np.lexsort((actions, actions != self.action, -self.visits))
+        out = []
+        for a in order[:k]:
+            n = int(self.visits[a])
+            if n == 0:
+                break
+            q = float(self.q[a])
+            out.append(Candidate(int(a), self.env.action_to_str(int(a)), n, n / total,
+                                 None if np.isnan(q) else q))
+        return out
+
+
+class Agent:
+    """A restored network plus a jitted batched search; see the module docstring.
+
+    Args:
+      restored: what `checkpoint.load` returns.
+      num_simulations: the default search size (default: max(config sims, 64)).
+      seed: seeds the search keys (only noisy searches use them).
+    """
+
+    def __init__(self, restored: ckpt.Restored, num_simulations: int | None = None,
+                 seed: int = 0):
+        self.restored = restored
+        self.env = restored.env
+        self.config = restored.config
+        self.variables = restored.variables
+        sims = num_simulations or max(int(self.config.search.num_simulations), 64)
+        if sims < 1:
+            raise ValueError(f"the number of simulations must be >= 1, got {sims}")
+        self.num_simulations = int(sims)
+        self._search = search_lib.make_search(self.env, restored.net, self.config.search)
+        self._init = jax.jit(self.env.init)
+        self._step = jax.jit(self.env.step)
+        self._think_jit = jax.jit(self._think_batch,
+                                  static_argnames=("num_simulations", "evaluation"))
+        self._key = jax.random.PRNGKey(seed)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, workdir=None, checkpoint=None, model=None, num_simulations=None,
+             seed: int = 0) -> Agent:
+        """Restores from exactly one source (see `checkpoint.load`).
+
+        Raises:
+          ValueError, FileNotFoundError: with a message for the user.
+        """
+        if workdir is not None and not str(workdir).strip():
+            raise ValueError("--workdir is empty")
+        return cls(ckpt.load(workdir=workdir, checkpoint=checkpoint, model=model),
+                   num_simulations=num_simulations, seed=seed)
+
+    @property
+    def description(self) -> str:
+        """One line: the game and where the network comes from."""
+        return f"{self.env!r}, iteration {self.restored.iteration} ({self.restored.path})"
+
+    # ------------------------------------------------------------------ game helpers
+    def new_game(self):
+        """The initial state (one game)."""
+        return self._init(jax.random.PRNGKey(0))
+
+    def play(self, state, action: int):
+        """The state after `action` (which the caller checked is legal)."""
+        return self._step(state, np.int32(action))
+
+    def legal_actions(self, state) -> np.ndarray:
+        return np.flatnonzero(np.asarray(state.legal_action_mask))
+
+    @staticmethod
+    def is_over(state) -> bool:
+        return bool(np.asarray(state.terminated)) or bool(np.asarray(state.truncated))
+
+    @staticmethod
+    def winner(state) -> int | None:
+        """At a finished state (the one the last move returned): 0, 1 or None (a draw)."""
+        rewards = np.asarray(state.rewards)
+        if rewards[0] > 0:
+            return 0
+        if rewards[1] > 0:
+            return 1
+        return None
+
+    # ------------------------------------------------------------------ search
+    def _think_batch(self, variables, state, key, num_simulations, evaluation):
+        batch = jax.tree.map(lambda x: x[None], state)
+        out = self._search(variables, batch, key, evaluation=evaluation,
+                           num_simulations=num_simulations)
+        summary = out.search_tree.summary()
+        visits = summary.visit_counts[0]
+        q = jax.numpy.where(visits > 0, summary.qvalues[0], jax.numpy.nan)
+        return out.action[0], summary.value[0], visits, q
+
+    def _next_key(self):
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def _run(self, state, sims: int, evaluation: bool):
+        """One search (under the lock). Returns (action, value, visits, q) on the host."""
+        with self._lock:
+            out = self._think_jit(self.variables, state, self._next_key(),
+                                  num_simulations=int(sims), evaluation=evaluation)
+            action, value, visits, q = jax.device_get(out)
+        return int(action), float(value), np.asarray(visits).astype(np.int64), np.asarray(q)
+
+    def think(self, state, num_simulations: int | None = None) -> Thought:
+        """Searches from `state` (not finished) without root noise; the best move and stats.
+
+        Raises:
+          ValueError: the game is over, or a non-positive simulation count.
+        """
+        sims = int(num_simulations or self.num_simulations)
+        self._check(state, sims)
+        t0 = time.perf_counter()
+        action, value, visits, q = self._run(state, sims, evaluation=True)
+        return Thought(action, self.env.action_to_str(action), value, visits, q, sims,
+                       time.perf_counter() - t0, self.env)
+
+    def think_for(self, state, seconds: float, chunk: int | None = None,
+                  max_simulations: int | None = None) -> Thought:
+        """Searches in chunks of `chunk` simulations until the next chunk would pass `seconds`.
+
+        The first chunk is the plain evaluation search; later chunks search again with root
+        noise (fresh keys) and their root visit counts are added up, so the result widens
+        with the time given. The move is the most visited one over all chunks (the first
+        chunk's choice on a tie). At least one chunk always runs.
+        """
+        chunk = int(chunk or self.num_simulations)
+        self._check(state, chunk)
+        t0 = time.perf_counter()
+        action, value, visits, q = self._run(state, chunk, evaluation=True)
+        longest = time.perf_counter() - t0
+        values, sims = [value], chunk
+        q_sum = np.where(np.isnan(q), 0.0, q * visits)
+        while True:
+            now = time.perf_counter() - t0
+            if now + longest > seconds or (max_simulations and sims + chunk > max_simulations):
+                break
+            t1 = time.perf_counter()
+            _, v, n, qq = self._run(state, chunk, evaluation=False)
+            longest = max(longest, time.perf_counter() - t1)
+            values.append(v)
+            visits = visits + n
+            q_sum = q_sum + np.where(np.isnan(qq), 0.0, qq * n)
+            sims += chunk
+        best = int(np.max(visits))
+        if visits[action] < best:
+            action = int(np.flatnonzero(visits == best)[0])
+        q_mean = np.where(visits > 0, q_sum / np.maximum(visits, 1), np.nan)
+        return Thought(action, self.env.action_to_str(action), float(np.mean(values)), visits,
+                       q_mean.astype(np.float32), sims, time.perf_counter() - t0, self.env)
+
+    def warmup(self, num_simulations: int | None = None, noisy: bool = False) -> float:
+        """Compiles step and search (and the noisy search of `think_for` chunks when `noisy`)
+        on the initial position, so that the first real move is fast. Returns seconds."""
+        t0 = time.perf_counter()
+        state = self.new_game()
+        self.play(state, int(self.legal_actions(state)[0]))
+        sims = int(num_simulations or self.num_simulations)
+        self._run(state, sims, evaluation=True)
+        if noisy:
+            self._run(state, sims, evaluation=False)
+        return time.perf_counter() - t0
+
+    def _check(self, state, sims: int) -> None:
+        if sims < 1:
+            raise ValueError(f"the number of simulations must be >= 1, got {sims}")
+        if self.is_over(state):
+            raise ValueError("the game is over; there is nothing to search")
+

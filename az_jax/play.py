@@ -1,0 +1,266 @@
+"""Play a trained model in the terminal.
+
+    python -m az_jax.play --workdir runs/c4                 # you move first
+    python -m az_jax.play --model gomoku15 --human-color white --sims 400
+    python -m az_jax.play --checkpoint runs/ttt/checkpoints/40 --ai-vs-ai
+
+Type moves in the game's notation (E5 for Gomoku, 4 for Connect4, B2 or 5 for tic-tac-toe,
+C3 / A1-B2 for Bagh-Chal). The board is printed after every move with the last move
+named; after each AI move you see its win estimate and the moves its search liked best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+_COMMANDS = """commands:
+  undo    take back your last move (and the AI's reply to it)
+  hint    what the AI would play in your place
+  moves   list the legal moves
+  board   print the board again
+  new     start a new game (same sides)
+  help    this text
+  quit    leave (also Ctrl-D)"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m az_jax.play", description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1] + "\n" + _COMMANDS + "\n\nExit status 2 with a "
+        "one-line error when there is no model to load.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workdir", help="a training run's directory (its newest checkpoint)")
+    src.add_argument("--checkpoint", metavar="PATH",
+                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
+    src.add_argument("--model", metavar="NAME",
+                     help="a model shipped with the package (see az_jax/models/)")
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--human-color", "--human", default="first", metavar="SIDE",
+                      help="your side: first or second (also 1 or 2), or the game's name for "
+                           "it: X/O (tic-tac-toe, Connect4), black/white (Gomoku), "
+                           "goats/tigers (Bagh-Chal). Default: first")
+    side.add_argument("--human-first", action="store_const", dest="human_color",
+                      const="first", help="same as --human-color first")
+    side.add_argument("--human-second", action="store_const", dest="human_color",
+                      const="second", help="same as --human-color second")
+    p.add_argument("--sims", type=int, default=None, metavar="N",
+                   help="search simulations per AI move (default: max(the run's "
+                        "search.num_simulations, 64)); more is stronger and slower")
+    p.add_argument("--ai-vs-ai", action="store_true",
+                   help="watch the model play both sides")
+    p.add_argument("--delay", type=float, default=0.0, metavar="SECONDS",
+                   help="pause between moves in --ai-vs-ai (default 0)")
+    p.add_argument("--top", type=int, default=5, help="candidate moves shown (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    return p
+
+
+class TerminalGame:
+    """The interactive loop. `read(prompt)` returns a line or None at end of input."""
+
+    def __init__(self, agent, human: int | None, num_simulations: int, top: int = 5,
+                 delay: float = 0.0, read=None, write=print):
+        from az_jax import agent as agent_lib
+
+        self.agent = agent
+        self.env = agent.env
+        self.human = human  # None: AI vs AI
+        self.sims = num_simulations
+        self.top = top
+        self.delay = delay
+        self.read = read or _read_line
+        self.write = write
+        self.sides = agent_lib.side_names(self.env)
+        self.move_help = agent_lib.move_help(self.env)
+        self.new_game()
+
+    def new_game(self) -> None:
+        self.states = [self.agent.new_game()]
+        self.actions: list[int] = []
+
+    @property
+    def state(self):
+        return self.states[-1]
+
+    # ------------------------------------------------------------------ output
+    def show(self) -> None:
+        self.write("")
+        self.write(self.env.render(self.state))
+        if self.actions:
+            mover = int(self.states[-2].current_player)
+            move = self.env.action_to_str(self.actions[-1])
+            who = self._who(mover)
+            self.write(f"last move: {self.sides[mover]} {move}{who}")
+
+    def _who(self, player: int) -> str:
+        if self.human is None:
+            return ""
+        return " (you)" if player == self.human else " (AI)"
+
+    def describe(self, thought, player: int, verb: str) -> None:
+        cands = "  ".join(f"{c.move} {c.share:.0%}" for c in thought.top(self.top))
+        self.write(f"{self.sides[player]}{self._who(player)} {verb} {thought.move}   "
+                   f"[{thought.simulations} simulations, {thought.seconds:.1f}s]")
+        self.write(f"  win estimate for {self.sides[player]}: {thought.win_rate:.0%}   "
+                   f"(value {thought.value:+.2f})")
+        self.write(f"  top moves (share of visits): {cands}")
+
+    def result_text(self) -> str:
+        from az_jax import agent as agent_lib
+
+        winner = self.agent.winner(self.state)
+        truncated = bool(self.state.truncated)
+        if winner is None:
+            return "game over: a draw" + (" (move limit reached)." if truncated else ".")
+        name = self.sides[winner]
+        if self.human is None:
+            return f"game over: {agent_lib.wins(name)}."
+        if winner == self.human:
+            return f"game over: you win ({name})! Well played."
+        return f"game over: the AI wins ({name})."
+
+    # ------------------------------------------------------------------ actions
+    def ai_move(self) -> None:
+        player = int(self.state.current_player)
+        thought = self.agent.think(self.state, self.sims)
+        self.describe(thought, player, "plays")
+        self.push(thought.action)
+
+    def push(self, action: int) -> None:
+        self.states.append(self.agent.play(self.state, action))
+        self.actions.append(int(action))
+
+    def undo(self) -> str:
+        """Back to the position before the human's last move."""
+        for i in range(len(self.actions) - 1, -1, -1):
+            if int(self.states[i].current_player) == self.human:
+                taken = [self.env.action_to_str(a) for a in self.actions[i:]]
+                del self.states[i + 1:]
+                del self.actions[i:]
+                return f"took back: {', '.join(taken)}"
+        return "nothing to undo: you have not moved yet"
+
+    def hint(self) -> None:
+        thought = self.agent.think(self.state, self.sims)
+        self.describe(thought, int(self.state.current_player), "would play (hint)")
+
+    def legal_moves(self) -> str:
+        moves = [self.env.action_to_str(int(a)) for a in self.agent.legal_actions(self.state)]
+        return f"legal moves ({len(moves)}): {' '.join(moves)}"
+
+    def handle(self, text: str) -> str | None:
+        """One line of input at the human's turn. Returns 'quit', or None to go on."""
+        cmd = text.strip().lower()
+        if not cmd:
+            return None
+        if cmd in ("quit", "exit", "q"):
+            return "quit"
+        if cmd in ("help", "?", "h"):
+            self.write(f"moves: {self.move_help}\n{_COMMANDS}")
+        elif cmd == "undo":
+            self.write(self.undo())
+            self.show()
+        elif cmd == "hint":
+            if self.agent.is_over(self.state):
+                self.write("the game is over; no hint")
+            else:
+                self.hint()
+        elif cmd in ("moves", "legal"):
+            self.write(self.legal_moves())
+        elif cmd == "board":
+            self.show()
+        elif cmd == "new":
+            self.new_game()
+            self.write("new game")
+            self.show()
+        elif self.agent.is_over(self.state):
+            self.write("the game is over: type new, undo or quit")
+        else:
+            try:
+                action = self.env.parse_action(text, self.state)
+            except ValueError as e:
+                self.write(f"not accepted: {e}")
+                self.write(f"  enter {self.move_help}, or help")
+                return None
+            self.push(action)
+            self.show()
+        return None
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> int:
+        if self.human is None:
+            return self._watch()
+        self.write(f"you play {self.sides[self.human]}; the AI plays "
+                   f"{self.sides[1 - self.human]} with {self.sims} simulations per move.")
+        self.write(f"enter {self.move_help}. Type help for the commands.")
+        self.show()
+        announced = None  # the finished state whose result was printed
+        while True:
+            if self.agent.is_over(self.state):
+                if announced is not self.state:
+                    self.write(self.result_text())
+                    announced = self.state
+                line = self.read("game over - new, undo or quit> ")
+            elif int(self.state.current_player) != self.human:
+                self.ai_move()
+                self.show()
+                continue
+            else:
+                line = self.read(f"your move ({self.sides[self.human]})> ")
+            if line is None or self.handle(line) == "quit":
+                self.write("bye")
+                return 0
+
+    def _watch(self) -> int:
+        self.write(f"AI vs AI, {self.sims} simulations per move.")
+        self.show()
+        while not self.agent.is_over(self.state):
+            if self.delay:
+                time.sleep(self.delay)
+            self.ai_move()
+            self.show()
+        self.write(self.result_text())
+        return 0
+
+
+def _read_line(prompt: str) -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        print()
+        return None
+
+
+def main(argv=None, read=None, write=print) -> int:
+    args = build_parser().parse_args(argv)
+    from az_jax import agent as agent_lib
+
+    agent_lib.quiet_logs()
+    if args.sims is not None and args.sims < 1:
+        print(f"error: --sims must be >= 1, got {args.sims}", file=sys.stderr)
+        return 2
+    try:
+        agent = agent_lib.Agent.load(workdir=args.workdir, checkpoint=args.checkpoint,
+                                     model=args.model, num_simulations=args.sims,
+                                     seed=args.seed)
+        human = None if args.ai_vs_ai else agent_lib.parse_side(agent.env, args.human_color)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write(f"model: {agent.description}")
+    write("compiling the search (once per simulation count)...")
+    game = TerminalGame(agent, human, agent.num_simulations, top=args.top, delay=args.delay,
+                        read=read, write=write)
+    agent.warmup()  # compile before the first prompt
+    try:
+        return game.run()
+    except KeyboardInterrupt:
+        write("\ninterrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

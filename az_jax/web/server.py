@@ -1,0 +1,516 @@
+"""The browser front end: a standard-library HTTP server with a JSON API and static files.
+
+    python -m az_jax.web --workdir runs/gomoku15          # then open http://127.0.0.1:8000/
+
+One model serves many games at once (game id -> moves and states, kept in memory; the
+oldest games are dropped past --max-games). Searches run one at a time under a lock.
+
+API (JSON in and out; errors are 4xx with {"error": message}):
+  GET  /api/info                     game geometry, side names, simulation choices, model
+  POST /api/new   {human, sims}      a new game; human = "first"/"second"/0/1/a side name;
+                                     if the AI moves first its move is already played
+  GET  /api/game?id=ID               the position (board, legal actions, last move, result)
+  POST /api/move  {game_id, action | move, sims?}
+                                     your move (an action index or text such as "E5"),
+                                     then the AI's reply with its search statistics
+  POST /api/undo  {game_id}          takes back your last move and the AI's reply
+  POST /api/hint  {game_id}          a search for your side (its visits become the heatmap)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import threading
+import traceback
+from collections import OrderedDict
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY = 64 * 1024  # bytes of a request body
+SIMS_CHOICES = (8, 32, 64, 128, 256, 512, 1024)
+_CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                  ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
+                  ".png": "image/png", ".ico": "image/x-icon"}
+
+
+class ApiError(Exception):
+    """A client error: HTTP status and a message for the user."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = int(status)
+        self.message = message
+
+
+class Game:
+    """One game in progress (host side). `states[i]` is the position before `actions[i]`."""
+
+    def __init__(self, game_id: str, human: int, sims: int, first_state):
+        self.id = game_id
+        self.human = human
+        self.sims = sims
+        self.states = [first_state]
+        self.actions: list[int] = []
+        self.analyses: list[dict | None] = []  # the AI's search for each of its moves
+        self.hint: dict | None = None
+        self.lock = threading.Lock()
+
+
+class Games:
+    """The games served by one Agent, and the API's logic (no HTTP here)."""
+
+    def __init__(self, agent, sims: int | None = None, max_sims: int = 4096,
+                 max_games: int = 256):
+        from az_jax import agent as agent_lib
+        from az_jax.web import geometry
+
+        geometry.shape(agent.env)  # raises for a game without a board drawing
+        self.agent = agent
+        self.env = agent.env
+        self.sims = int(sims or agent.num_simulations)
+        self.max_sims = int(max_sims)
+        self.max_games = int(max_games)
+        self._games: OrderedDict[str, Game] = OrderedDict()
+        self._lock = threading.Lock()
+        self._side_names = agent_lib.side_names(self.env)
+        self._info = {
+            "env": {"id": self.env.id, "params": dict(self.env.params), "name": repr(self.env)},
+            "model": {"iteration": agent.restored.iteration, "path": agent.restored.path},
+            "sides": list(self._side_names),
+            "move_help": agent_lib.move_help(self.env),
+            "sims": {"default": self.sims, "max": self.max_sims,
+                     "choices": sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
+                                       | {self.sims})},
+            "geometry": geometry.describe(self.env),
+        }
+
+    # ------------------------------------------------------------------ helpers
+    def info(self) -> dict:
+        return self._info
+
+    def _get(self, body: dict) -> Game:
+        game_id = body.get("game_id")
+        if not isinstance(game_id, str) or not game_id:
+            raise ApiError(400, "game_id (a string from /api/new) is required")
+        with self._lock:
+            game = self._games.get(game_id)
+            if game is None:
+                raise ApiError(404, f"unknown game id {game_id!r} (finished games are "
+                                    "dropped after a while, or the server restarted)")
+            self._games.move_to_end(game_id)
+        return game
+
+    def _sims(self, body: dict, default: int) -> int:
+        sims = body.get("sims", default)
+        if sims is None:
+            return default
+        if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= self.max_sims:
+            raise ApiError(400, f"sims must be an integer from 1 to {self.max_sims}, "
+                                f"got {sims!r}")
+        return sims
+
+    def _human(self, body: dict) -> int:
+        from az_jax import agent as agent_lib
+
+        human = body.get("human", 0)
+        if isinstance(human, bool) or not isinstance(human, int | str):
+            raise ApiError(400, "human must be 0, 1, 'first', 'second' or a side name")
+        if isinstance(human, int):
+            if human not in (0, 1):
+                raise ApiError(400, f"human must be 0 or 1, got {human}")
+            return human
+        try:
+            return agent_lib.parse_side(self.env, human)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+
+    def _thought(self, thought, player: int) -> dict:
+        return {
+            "player": player,
+            "action": thought.action,
+            "move": thought.move,
+            "value": round(thought.value, 4),
+            "win_rate": round(thought.win_rate, 4),
+            "visits": [int(v) for v in thought.visits],
+            "top": [{"action": c.action, "move": c.move, "visits": c.visits,
+                     "share": round(c.share, 4),
+                     "value": None if c.value is None else round(c.value, 4)}
+                    for c in thought.top(8)],
+            "simulations": thought.simulations,
+            "seconds": round(thought.seconds, 3),
+        }
+
+    def _push(self, game: Game, action: int, analysis: dict | None) -> None:
+        game.states.append(self.agent.play(game.states[-1], action))
+        game.actions.append(int(action))
+        game.analyses.append(analysis)
+        game.hint = None
+
+    def _ai_reply(self, game: Game) -> None:
+        state = game.states[-1]
+        while not self.agent.is_over(state) and int(state.current_player) != game.human:
+            player = int(state.current_player)
+            thought = self.agent.think(state, game.sims)
+            self._push(game, thought.action, self._thought(thought, player))
+            state = game.states[-1]
+
+    def view(self, game: Game) -> dict:
+        from az_jax import agent as agent_lib
+        from az_jax.web import geometry
+
+        env, state = self.env, game.states[-1]
+        over = self.agent.is_over(state)
+        to_move = int(state.current_player)
+        view = {
+            "game_id": game.id,
+            "human": game.human,
+            "sims": game.sims,
+            "board": geometry.board(env, state),
+            "to_move": to_move,
+            "your_turn": not over and to_move == game.human,
+            "legal": [] if over else [int(a) for a in self.agent.legal_actions(state)],
+            "moves": [env.action_to_str(a) for a in game.actions],
+            "last": None,
+            "over": over,
+            "winner": None,
+            "result": None,
+            "message": "",
+            "analysis": next((a for a in reversed(game.analyses) if a), None),
+            "hint": game.hint,
+            "can_undo": any(int(s.current_player) == game.human for s in game.states[:-1]),
+            "extra": geometry.extra(env, state),
+        }
+        if game.actions:
+            before, action = game.states[-2], game.actions[-1]
+            src, dst = geometry.move_cells(env, before, action)
+            view["last"] = {"action": action, "move": env.action_to_str(action),
+                            "player": int(before.current_player), "from": src, "to": dst}
+        names = self._side_names
+        if over:
+            winner = self.agent.winner(state)
+            view["winner"] = winner
+            if winner is None:
+                view["result"] = "draw"
+                limit = " (move limit reached)" if bool(state.truncated) else ""
+                view["message"] = f"Draw{limit}."
+            elif winner == game.human:
+                view["result"] = "win"
+                view["message"] = f"You win! ({agent_lib.wins(names[winner])})"
+            else:
+                view["result"] = "loss"
+                view["message"] = f"The AI wins. ({agent_lib.wins(names[winner])})"
+        elif to_move == game.human:
+            view["message"] = f"Your move ({names[game.human]})."
+        return view
+
+    # ------------------------------------------------------------------ API
+    def new(self, body: dict) -> dict:
+        human = self._human(body)
+        sims = self._sims(body, self.sims)
+        game = Game(secrets.token_hex(8), human, sims, self.agent.new_game())
+        with self._lock:
+            self._games[game.id] = game
+            while len(self._games) > self.max_games:
+                self._games.popitem(last=False)
+        with game.lock:
+            self._ai_reply(game)
+            return self.view(game)
+
+    def state(self, query: dict) -> dict:
+        if not query.get("id"):
+            raise ApiError(400, "give the game as /api/game?id=<game_id from /api/new>")
+        game = self._get({"game_id": query["id"][0]})
+        with game.lock:
+            return self.view(game)
+
+    def move(self, body: dict) -> dict:
+        game = self._get(body)
+        with game.lock:
+            game.sims = self._sims(body, game.sims)
+            state = game.states[-1]
+            if self.agent.is_over(state):
+                raise ApiError(409, "the game is over: start a new game or undo")
+            if int(state.current_player) != game.human:
+                raise ApiError(409, "it is not your turn")
+            action = self._parse_move(body, state)
+            self._push(game, action, None)
+            self._ai_reply(game)
+            return self.view(game)
+
+    def _parse_move(self, body: dict, state) -> int:
+        env = self.env
+        if "action" in body:
+            action = body["action"]
+            if isinstance(action, bool) or not isinstance(action, int):
+                raise ApiError(400, f"action must be an integer, got {action!r}")
+            if not 0 <= action < env.num_actions:
+                raise ApiError(400, f"action {action} is out of range 0..{env.num_actions - 1}")
+            text = env.action_to_str(action)
+        elif "move" in body:
+            text = body["move"]
+            if not isinstance(text, str) or len(text) > 32:
+                raise ApiError(400, "move must be a short string in the game's notation")
+        else:
+            raise ApiError(400, "give the move as action (an integer) or move (text)")
+        try:
+            return env.parse_action(text, state)
+        except ValueError as e:
+            raise ApiError(400, f"illegal move: {e}") from None
+
+    def undo(self, body: dict) -> dict:
+        game = self._get(body)
+        with game.lock:
+            for i in range(len(game.actions) - 1, -1, -1):
+                if int(game.states[i].current_player) == game.human:
+                    del game.states[i + 1:]
+                    del game.actions[i:]
+                    del game.analyses[i:]
+                    game.hint = None
+                    return self.view(game)
+            raise ApiError(409, "nothing to undo: you have not moved yet")
+
+    def hint(self, body: dict) -> dict:
+        game = self._get(body)
+        with game.lock:
+            game.sims = self._sims(body, game.sims)
+            state = game.states[-1]
+            if self.agent.is_over(state) or int(state.current_player) != game.human:
+                raise ApiError(409, "a hint is only for your turn in a running game")
+            game.hint = self._thought(self.agent.think(state, game.sims), game.human)
+            return self.view(game)
+
+
+# ---------------------------------------------------------------------- HTTP
+def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to `games`."""
+
+    routes = {
+        "/api/info": {"GET": lambda h, q, b: games.info()},
+        "/api/game": {"GET": lambda h, q, b: games.state(q)},
+        "/api/new": {"POST": lambda h, q, b: games.new(b)},
+        "/api/move": {"POST": lambda h, q, b: games.move(b)},
+        "/api/undo": {"POST": lambda h, q, b: games.undo(b)},
+        "/api/hint": {"POST": lambda h, q, b: games.hint(b)},
+    }
+    static_files = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "az_jax"
+        protocol_version = "HTTP/1.1"
+        timeout = 60  # seconds a client may take to send its request
+
+        def log_message(self, fmt, *args):
+            if not quiet:
+                super().log_message(fmt, *args)
+
+        def send_error(self, code, message=None, explain=None):
+            """Every error as JSON (also those raised inside http.server itself)."""
+            if code == HTTPStatus.NOT_IMPLEMENTED:  # an unknown method
+                code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {self.command} " \
+                                                               "is not allowed"
+            try:
+                text = message or HTTPStatus(code).phrase
+            except ValueError:
+                text = message or "error"
+            self._send_json(int(code), {"error": text}, close=True)
+
+        # -------------------------------------------------------------- sending
+        def _send(self, status: int, body: bytes, content_type: str, close=False,
+                  headers=None):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _send_json(self, status: int, data, close=False, headers=None):
+            body = json.dumps(data, separators=(",", ":")).encode()
+            self._send(status, body, "application/json; charset=utf-8", close, headers)
+
+        # -------------------------------------------------------------- dispatch
+        def _read_body(self) -> dict:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                raise ApiError(411, "send the body with a Content-Length, not chunked")
+            length = self.headers.get("Content-Length")
+            if length is None:
+                raise ApiError(411, "a Content-Length header is required")
+            try:
+                n = int(length)
+                if n < 0:
+                    raise ValueError
+            except ValueError:
+                raise ApiError(400, f"bad Content-Length {length!r}") from None
+            if n > MAX_BODY:
+                self.close_connection = True
+                raise ApiError(413, f"the body is too large ({n} bytes; at most {MAX_BODY})")
+            raw = self.rfile.read(n)
+            if len(raw) < n:
+                raise ApiError(400, "the body is shorter than its Content-Length")
+            if not raw.strip():
+                return {}
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ApiError(400, f"the body is not valid JSON: {e}") from None
+            if not isinstance(data, dict):
+                raise ApiError(400, "the body must be a JSON object")
+            return data
+
+        def _dispatch(self):
+            try:
+                url = urlsplit(self.path)
+                path = url.path
+                static = path in ("/", "/index.html") or path.startswith("/static/")
+                if static and self.command in ("GET", "HEAD"):
+                    self._static(path)
+                    return
+                if path not in routes and not static:
+                    raise ApiError(404, f"no such page or API: {path}")
+                methods = routes.get(path, {"GET": None})
+                method = "GET" if self.command == "HEAD" else self.command
+                if method not in methods:
+                    allowed = ", ".join(methods)
+                    self._send_json(405, {"error": f"{path} takes {allowed}, not "
+                                                   f"{self.command}"},
+                                    close=True, headers={"Allow": allowed})
+                    return
+                body = self._read_body() if method == "POST" else {}
+                query = parse_qs(url.query, max_num_fields=20)
+                self._send_json(200, methods[method](self, query, body))
+            except ApiError as e:
+                # Close after an error: an unread body must not be taken for a request.
+                try:
+                    self._send_json(e.status, {"error": e.message}, close=True)
+                except OSError:  # the client has gone
+                    self.close_connection = True
+            except (ConnectionError, TimeoutError):
+                self.close_connection = True
+            except Exception as e:  # noqa: BLE001 - never let one request take the server down
+                traceback.print_exc(file=sys.stderr)
+                try:
+                    self._send_json(500, {"error": f"internal error: {type(e).__name__}: {e}"},
+                                    close=True)
+                except OSError:
+                    self.close_connection = True
+
+        def _static(self, path: str) -> None:
+            name = "index.html" if path in ("/", "/index.html") else path[len("/static/"):]
+            file = static_files.get(name)  # only files that exist at start, by exact name
+            if file is None:
+                raise ApiError(404, f"no such file: {path}")
+            ctype = _CONTENT_TYPES.get(file.suffix, "application/octet-stream")
+            self._send(200, file.read_bytes(), ctype)
+
+        do_GET = do_POST = do_HEAD = _dispatch
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _dispatch
+
+    return Handler
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        """A request that failed outside the handler (e.g. a reset connection): log only."""
+        print(f"az_jax.web: error with a request from {client_address[0]}:",
+              file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/"
+
+
+def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | None = None,
+                max_sims: int = 4096, max_games: int = 256, quiet: bool = True) -> Server:
+    """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread)."""
+    games = Games(agent, sims=sims, max_sims=max_sims, max_games=max_games)
+    server = Server((host, port), make_handler(games, quiet=quiet))
+    server.games = games
+    return server
+
+
+def serve_in_thread(server: Server) -> threading.Thread:
+    """Serves in a daemon thread; stop with server.shutdown(); server.server_close()."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name="az_jax.web")
+    thread.start()
+    return thread
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m az_jax.web", description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workdir", help="a training run's directory (its newest checkpoint)")
+    src.add_argument("--checkpoint", metavar="PATH",
+                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
+    src.add_argument("--model", metavar="NAME", help="a model shipped with the package")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 opens it to the network)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
+    p.add_argument("--sims", type=int, default=None, metavar="N",
+                   help="default simulations per AI move (default: max(the run's "
+                        "search.num_simulations, 64)); the page offers others")
+    p.add_argument("--max-sims", type=int, default=4096, metavar="N",
+                   help="the most simulations a request may ask for (default 4096)")
+    p.add_argument("--max-games", type=int, default=256,
+                   help="games kept in memory; the least recently used go first")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="do not compile the search before serving")
+    p.add_argument("--verbose", action="store_true", help="log every request")
+    p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from az_jax import agent as agent_lib
+
+    agent_lib.quiet_logs()
+    if args.sims is not None and not 1 <= args.sims <= args.max_sims:
+        print(f"error: --sims must be in 1..--max-sims ({args.max_sims})", file=sys.stderr)
+        return 2
+    try:
+        agent = agent_lib.Agent.load(workdir=args.workdir, checkpoint=args.checkpoint,
+                                     model=args.model, num_simulations=args.sims,
+                                     seed=args.seed)
+        server = make_server(agent, args.host, args.port, sims=agent.num_simulations,
+                             max_sims=args.max_sims, max_games=args.max_games,
+                             quiet=not args.verbose)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"model: {agent.description}", flush=True)
+    if not args.no_warmup:
+        print("compiling the search...", end=" ", flush=True)
+        print(f"{agent.warmup():.1f}s", flush=True)
+    print(f"serving {agent.env!r} on {server.url}  (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("\nstopped")
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""`python -m az_jax.play`: a real tic-tac-toe game typed into tmux, every game through the
+same loop, and the errors a user meets first.
+
+The models are tiny untrained networks saved as real checkpoints: the front end needs a
+restorable model of the right game, not a good player (training would only add compile time).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import jax
+import ml_collections
+import pytest
+
+import envs
+from az_jax import agent as agent_lib
+from az_jax import checkpoint as ckpt
+from az_jax import learner, network, play
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_run(workdir: Path, env_id: str, **env_kwargs) -> Path:
+    """A workdir with one checkpoint of a tiny untrained network for `env_id`."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # configs/
+    from configs import default
+
+    config = default.get_config()
+    config.env.id = env_id
+    config.env.kwargs = ml_collections.ConfigDict(env_kwargs)
+    config.network.channels, config.network.num_blocks = 8, 1
+    config.search.num_simulations = 4
+    env = envs.make(env_id, **env_kwargs)
+    net = network.make_network(config.network, env)
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    state = learner.init_train_state(variables, learner.make_optimizer(config.train, 1))
+    meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env), "iteration": 1}
+    ckpt.save(ckpt.manager(workdir), 1, {"train_state": state}, meta)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def ttt_run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("play") / "ttt", "tictactoe")
+
+
+# ---------------------------------------------------------------------- errors and help
+def test_help_lists_options_and_commands(capsys):
+    with pytest.raises(SystemExit) as e:
+        play.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("--workdir", "--checkpoint", "--model", "--human-color", "--human-first",
+                 "--sims", "--ai-vs-ai", "undo", "hint", "quit", "black/white", "goats/tigers"):
+        assert word in out, word
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
+    assert play.main(["--workdir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no checkpoints in") and "Traceback" not in err
+    (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    assert play.main(["--workdir", str(tmp_path / "empty")]) == 2
+    assert "no complete checkpoint" in capsys.readouterr().err
+
+
+def test_unknown_model_exits_2_with_the_names():
+    proc = subprocess.run([sys.executable, "-m", "az_jax.play", "--model", "no-such-model"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert "no shipped model 'no-such-model'; available:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_side_lists_what_is_accepted(ttt_run, capsys):
+    assert play.main(["--workdir", str(ttt_run), "--human-color", "purple"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown side 'purple'" in err and "first, second, 1, 2, x, o" in err
+
+
+def test_parse_side_names():
+    gomoku, bagh = envs.make("gomoku", size=9), envs.make("baghchal")
+    assert agent_lib.parse_side(gomoku, "White") == 1
+    assert agent_lib.parse_side(gomoku, "first") == 0
+    assert agent_lib.parse_side(bagh, "tigers") == 1
+    assert agent_lib.parse_side(bagh, "goat") == 0
+    with pytest.raises(ValueError, match="accepted: first, second, 1, 2, goats, tigers"):
+        agent_lib.parse_side(bagh, "lions")
+
+
+# ---------------------------------------------------------------------- every game
+def _scripted(game_ref: list, log: list[str]):
+    """A `read` that types one bad move, then the first legal move each time, then quit."""
+    said_bad = []
+
+    def read(prompt: str):
+        log.append(prompt)
+        game = game_ref[0]
+        if prompt.startswith("game over"):
+            return "quit"
+        if not said_bad:
+            said_bad.append(1)
+            return "Z99 nonsense"
+        legal = game.agent.legal_actions(game.state)
+        return game.env.action_to_str(int(legal[0]))
+
+    return read
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id, kwargs, human", [
+    ("connect4", {}, 0),
+    ("gomoku", {"size": 7}, 1),
+    ("baghchal", {}, 0),
+])
+def test_every_game_plays_to_the_end(tmp_path, env_id, kwargs, human):
+    """The human side types moves in the game's notation (Bagh-Chal moves like A1-B2)."""
+    run = make_run(tmp_path / env_id, env_id, **kwargs)
+    agent = agent_lib.Agent.load(workdir=run, num_simulations=2)
+    log: list[str] = []
+    ref: list = []
+    game = play.TerminalGame(agent, human, 2, read=_scripted(ref, log), write=log.append)
+    ref.append(game)
+    assert game.run() == 0
+    text = "\n".join(log)
+    assert "not accepted:" in text and "enter " in text  # the bad move was re-prompted
+    assert "game over:" in text and text.rstrip().endswith("bye")
+    assert agent.is_over(game.state)
+    assert "top moves (share of visits):" in text and "win estimate for" in text
+
+
+def test_ai_vs_ai_to_the_end(ttt_run, capsys):
+    assert play.main(["--workdir", str(ttt_run), "--ai-vs-ai", "--sims", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "AI vs AI" in out and "game over:" in out
+    assert out.count("last move:") >= 5  # at least 5 plies in tic-tac-toe
+
+
+# ---------------------------------------------------------------------- tmux
+class Tmux:
+    """One program in a detached tmux session on a private server socket."""
+
+    def __init__(self, command: str, width: int = 110, height: int = 50):
+        self.socket = f"az_jax_test_{uuid.uuid4().hex[:8]}"
+        self.name = "play"
+        self._tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+                   command)
+        self.path = self._tmux("display-message", "-p", "#{socket_path}").strip()
+
+    def _tmux(self, *args) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=True,
+                              capture_output=True, text=True, timeout=30).stdout
+
+    def screen(self) -> str:
+        """The pane with its scrollback."""
+        return self._tmux("capture-pane", "-p", "-t", self.name, "-S", "-3000")
+
+    def type(self, text: str) -> None:
+        self._tmux("send-keys", "-t", self.name, "-l", text)
+        self._tmux("send-keys", "-t", self.name, "Enter")
+
+    def wait_for(self, predicate, timeout: float = 60.0, what: str = "") -> str:
+        end = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if predicate(screen):
+                return screen
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}; screen:\n{screen[-3000:]}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=30)
+        if self.path:
+            Path(self.path).unlink(missing_ok=True)
+
+
+def _last_board(screen: str) -> list[str]:
+    """The 9 cells ('.', 'X', 'O') of the last tic-tac-toe board on the screen."""
+    lines = screen.splitlines()
+    footer = max(i for i, line in enumerate(lines) if line.rstrip() == "  A B C")
+    rows = lines[footer - 3:footer]
+    assert [r[0] for r in rows] == ["3", "2", "1"], rows
+    return [c for r in rows for c in r[2:].split()]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None,
+                    reason="tmux is not installed (apt-get install -y tmux); CI installs it")
+def test_tictactoe_game_in_tmux(ttt_run):
+    env = {"JAX_PLATFORMS": "cpu", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    command = (f"cd {ROOT} && env {exports} {sys.executable} -m az_jax.play "
+               f"--workdir {ttt_run} --sims 4 --human-color x; echo EXIT=$?; sleep 120")
+    tmux = Tmux(command)
+    prompt = "your move (X)>"
+    try:
+        screen = tmux.wait_for(lambda s: prompt in s, 180, "the first prompt")
+        assert "you play X; the AI plays O" in screen
+
+        def typed(text: str) -> str:
+            before = tmux.screen().count(prompt)
+            tmux.type(text)
+            return tmux.wait_for(
+                lambda s: s.count(prompt) > before or "game over - new" in s, 60,
+                f"the answer to {text!r}")
+
+        screen = typed("Z9")
+        assert "not accepted: 'Z9' is off the board" in screen
+        assert "enter a cell: column letter and row number" in screen  # what is accepted
+        screen = typed("B2")
+        assert re.search(r"O \(AI\) plays [A-C][1-3] ", screen)
+        assert "win estimate for O:" in screen and "top moves (share of visits):" in screen
+        assert "last move: O" in screen
+        screen = typed("undo")
+        assert "took back: B2, " in screen
+        assert _last_board(screen) == ["."] * 9
+        screen = typed("hint")
+        assert "X (you) would play (hint)" in screen
+        order = ["B2", "A1", "C3", "A3", "C1", "B1", "B3", "A2", "C2"]
+        cells = {name: i for i, name in enumerate(
+            ["A3", "B3", "C3", "A2", "B2", "C2", "A1", "B1", "C1"])}
+        for _ in range(5):
+            if "game over:" in screen:
+                break
+            board = _last_board(screen)
+            move = next(m for m in order if board[cells[m]] == ".")
+            screen = typed(move)
+        assert re.search(r"game over: (you win \(X\)|the AI wins \(O\)|a draw)", screen)
+        tmux.type("quit")
+        screen = tmux.wait_for(lambda s: "EXIT=" in s, 30, "the exit")
+        assert "bye" in screen and "EXIT=0" in screen
+        assert "Traceback" not in screen
+    finally:
+        tmux.close()
+
