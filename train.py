@@ -45,6 +45,8 @@ def main(argv):
     try:
         trainer.train_and_evaluate(config, workdir)
     except (ValueError, OSError) as e:
+        if os.environ.get("AZ_JAX_DEBUG"):  # the full traceback, for bug reports
+            raise
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

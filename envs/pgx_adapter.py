@@ -85,8 +85,9 @@ class PgxEnv(core.Env):
     def render(self, state) -> str:
         legal = np.flatnonzero(np.asarray(state.legal_action_mask))
         obs = np.asarray(state.observation)
-        return (f"pgx:{self.pgx_id} ply {int(state.step_count)}, player {int(state.current_player)} "
-                f"to move; observation planes {obs.shape}; legal actions: "
+        player = int(state.current_player)
+        return (f"pgx:{self.pgx_id} ply {int(state.step_count)}, player {player} to move; "
+                f"observation planes {obs.shape}; legal actions: "
                 f"{' '.join(map(str, legal[:40]))}{' ...' if len(legal) > 40 else ''}")
 
     def action_to_str(self, action: int) -> str:
