@@ -31,6 +31,8 @@ import argparse
 import re
 import sys
 
+from az_jax import cli
+
 _COORDS = re.compile(r"^\s*(-?\d+)\s*,\s*(-?\d+)\s*$")
 _BOARD_LINE = re.compile(r"^\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*$")
 TIME_SHARE = 0.8  # of the move's budget used for searching
@@ -307,11 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m az_jax.gomocup", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workdir", help="a Gomoku training run's directory")
-    src.add_argument("--checkpoint", metavar="PATH",
-                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
-    src.add_argument("--model", metavar="NAME", help="a Gomoku model shipped with the package")
+    cli.add_source_args(p, "a Gomoku training run's directory")
     p.add_argument("--chunk", type=int, default=32, metavar="N",
                    help="simulations per search chunk in timed play (default 32)")
     p.add_argument("--sims", type=int, default=None, metavar="N",

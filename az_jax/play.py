@@ -15,6 +15,8 @@ import argparse
 import sys
 import time
 
+from az_jax import cli
+
 _COMMANDS = """commands:
   undo    take back your last move (and the AI's reply to it)
   hint    what the AI would play in your place
@@ -31,12 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1] + "\n" + _COMMANDS + "\n\nExit status 2 with a "
         "one-line error when there is no model to load.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workdir", help="a training run's directory (its newest checkpoint)")
-    src.add_argument("--checkpoint", metavar="PATH",
-                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
-    src.add_argument("--model", metavar="NAME",
-                     help="a model shipped with the package (see az_jax/models/)")
+    cli.add_source_args(p)
     side = p.add_mutually_exclusive_group()
     side.add_argument("--human-color", "--human", default="first", metavar="SIDE",
                       help="your side: first or second (also 1 or 2), or the game's name for "

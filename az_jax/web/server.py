@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from az_jax import cli
+
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 64 * 1024  # bytes of a request body
 SIMS_CHOICES = (8, 32, 64, 128, 256, 512, 1024)
@@ -457,11 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m az_jax.web", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workdir", help="a training run's directory (its newest checkpoint)")
-    src.add_argument("--checkpoint", metavar="PATH",
-                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
-    src.add_argument("--model", metavar="NAME", help="a model shipped with the package")
+    cli.add_source_args(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 opens it to the network)")
