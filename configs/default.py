@@ -70,3 +70,27 @@ def get_config() -> ml_collections.ConfigDict:
     c.log.tensorboard = False  # also write TensorBoard events (needs tensorboardX)
     c.log.progress = True  # tqdm progress bar
     return c
+
+
+# The accelerator-sized defaults shared by the per-game configs (one GPU/TPU).
+ACCELERATOR = dict(channels=64, num_blocks=6, num_simulations=64, games=1024, plies=32,
+                   updates=64, batch=1024, iterations=300, capacity=1_000_000,
+                   dtype="bfloat16")
+
+
+def size(c: ml_collections.ConfigDict, *, channels, num_blocks, num_simulations, games, plies,
+         updates, batch, iterations, capacity, dtype="float32") -> None:
+    """Sets the fields that scale with the machine (network, search, batches, replay)."""
+    c.network.channels, c.network.num_blocks, c.network.dtype = channels, num_blocks, dtype
+    c.search.num_simulations = num_simulations
+    c.selfplay.batch_size, c.selfplay.num_plies = games, plies
+    c.train.updates_per_iteration, c.train.batch_size = updates, batch
+    c.train.num_iterations = iterations
+    c.replay.capacity = capacity
+
+
+def on_cpu() -> bool:
+    """True when JAX finds no accelerator (read when get_config() runs, not at import)."""
+    import jax
+
+    return jax.default_backend() == "cpu"
