@@ -49,23 +49,64 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             problems.append(f"{name} must be >= 1")
     if config.replay.min_size > config.replay.capacity:
         problems.append("replay.min_size must not exceed replay.capacity")
+    if not problems:
+        problems += validate_sharding(config, num_devices)
     if problems:
         raise ValueError("invalid config:\n  " + "\n  ".join(problems))
 
 
-class Setup:
-    """Everything static about a run, built once from the config."""
+def num_shards(config: ml_collections.ConfigDict, num_devices: int) -> int:
+    """The number of logical data shards S (see `make_iteration`).
 
-    def __init__(self, config: ml_collections.ConfigDict):
+    `parallel.shards` when set; otherwise 8 when 8 is a multiple of the device count and
+    divides the batch sizes and the replay capacity (so 1, 2, 4 and 8 devices give the
+    same run), else one shard per device.
+    """
+    if config.parallel.shards:
+        return int(config.parallel.shards)
+    sizes = (config.selfplay.batch_size, config.train.batch_size, config.replay.capacity)
+    if 8 % num_devices == 0 and all(x % 8 == 0 for x in sizes):
+        return 8
+    return num_devices
+
+
+def validate_sharding(config: ml_collections.ConfigDict, num_devices: int) -> list[str]:
+    """Problems with the logical shard count (empty when fine)."""
+    if config.parallel.shards < 0:
+        return ["parallel.shards must be >= 0 (0 = automatic)"]
+    shards = num_shards(config, num_devices)
+    problems = []
+    if shards % num_devices:
+        problems.append(f"parallel.shards={shards} must be a multiple of the number of "
+                        f"devices ({num_devices}); set --config.parallel.shards={num_devices} "
+                        "or 0 (automatic)")
+    for name in ("selfplay.batch_size", "train.batch_size", "replay.capacity"):
+        group, field = name.split(".")
+        if config[group][field] % shards:
+            problems.append(f"{name}={config[group][field]} must be divisible by the number "
+                            f"of data shards ({shards}; set parallel.shards to change it)")
+    return problems
+
+
+class Setup:
+    """Everything static about a run, built once from the config.
+
+    Args:
+      config: the run's config.
+      devices: the devices of the `data` mesh (default: all of them).
+    """
+
+    def __init__(self, config: ml_collections.ConfigDict, devices=None):
         self.config = config
         self.env = envs.make(config.env.id, **config.env.kwargs)
         self.net = network.make_network(config.network, self.env)
         self.search = search.make_search(self.env, self.net, config.search)
         total_updates = config.train.num_iterations * config.train.updates_per_iteration
         self.tx = learner.make_optimizer(config.train, total_updates)
-        self.mesh = parallel.make_mesh()
-        # Each device holds capacity / n positions of its own games.
-        self.buffer = replay.ReplayBuffer(config.replay.capacity // self.mesh.size, self.env)
+        self.mesh = parallel.make_mesh(devices)
+        self.shards = num_shards(config, self.mesh.size)
+        # Each logical shard keeps capacity / S positions of its own games.
+        self.buffer = replay.ReplayBuffer(config.replay.capacity // self.shards, self.env)
 
     def initial(self, key):
         """(train_state, games, buffer_state) for a fresh run. The key is consumed."""
@@ -80,52 +121,68 @@ class Setup:
             legal_mask=jnp.zeros(self.env.num_actions, jnp.bool_),
             value=jnp.zeros((), jnp.float32),
         )
-        buffer_state = self.buffer.init(example)
-        n = self.mesh.size  # one buffer shard per device, each with its own counters
-        buffer_state = replay.BufferState(
-            data=buffer_state.data,
-            insert_pos=jnp.zeros(n, jnp.int32),
-            size=jnp.zeros(n, jnp.int32))
+        # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
+        buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
         return (parallel.replicate(self.mesh, train_state),
                 parallel.shard(self.mesh, games),
-                parallel.shard_buffer(self.mesh, buffer_state))
+                parallel.shard(self.mesh, buffer_state))
 
 
 def make_iteration(setup: Setup):
     """Builds `iteration(train_state, games, buffer_state, key) -> (..., metrics)`.
 
-    Self-play, value targets, replay writes and replay sampling run per device under
-    `shard_map` (each device plays and stores its own games, keyed by global game index);
-    the gradient step runs under `jit` on the sharded batch, so XLA averages gradients
-    over devices. With one device it is the same program.
+    The data-parallel work is cut into S logical shards (`num_shards`), spread over the
+    devices (S / n each): shard s plays games [s * B/S, (s+1) * B/S) with its own search
+    key, stores them in its own replay buffer and contributes B_train / S samples, drawn
+    with its own key, to every gradient step. Self-play, value targets and replay run per
+    device under `shard_map`, vmapped over the device's shards; the gradient step runs
+    under `jit` on the sharded batch, so XLA averages gradients over devices. Because the
+    shards, not the devices, own games, keys and buffers, any device count dividing S runs
+    the same computation (up to float summation order).
     """
     c = setup.config
-    mesh, n_dev = setup.mesh, setup.mesh.size
-    local_games = c.selfplay.batch_size // n_dev
-    local_batch = c.train.batch_size // n_dev
+    mesh, shards = setup.mesh, setup.shards
+    local_shards = shards // mesh.size
+    shard_games = c.selfplay.batch_size // shards
+    shard_batch = c.train.batch_size // shards
     shard_map = functools.partial(jax.shard_map, mesh=mesh, check_vma=False)
     buf_spec = replay.BufferState(P(DATA), P(DATA), P(DATA))
 
-    @functools.partial(shard_map, in_specs=(P(), P(DATA), buf_spec, P()),
-                       out_specs=(P(DATA), buf_spec, P()))
-    def play(variables, games, buffer_state, key):
-        shard = jax.lax.axis_index(DATA)
-        game_ids = shard * local_games + jnp.arange(local_games, dtype=jnp.int32)
+    def split(x):  # [S_local * b, ...] -> [S_local, b, ...]
+        return x.reshape((local_shards, -1) + x.shape[1:])
+
+    def merge(x):  # [S_local, b, ...] -> [S_local * b, ...]
+        return x.reshape((-1,) + x.shape[2:])
+
+    def local_shard_ids():  # int32[S_local], global indices of this device's shards
+        return jax.lax.axis_index(DATA) * local_shards + jnp.arange(local_shards)
+
+    def play_shard(variables, games, buffer_state, key, shard):
+        game_ids = shard * shard_games + jnp.arange(shard_games, dtype=jnp.int32)
         traj, games = selfplay.selfplay(
             setup.search, setup.env, variables, games, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids)
         targets, valid = selfplay.value_targets(traj)
         samples, valid_flat = replay.flatten_trajectory(traj, targets, valid)
-        buffer_state = _local(setup.buffer.add)(buffer_state, samples, valid_flat)
-        stats = jax.lax.psum(_selfplay_counts(traj, valid), DATA)
-        return games, buffer_state, stats
+        buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
+        return games, buffer_state, _selfplay_counts(traj, valid)
+
+    @functools.partial(shard_map, in_specs=(P(), P(DATA), buf_spec, P()),
+                       out_specs=(P(DATA), buf_spec, P()))
+    def play(variables, games, buffer_state, key):
+        games, buffer_state, counts = jax.vmap(play_shard, in_axes=(None, 0, 0, None, 0))(
+            variables, jax.tree.map(split, games), buffer_state, key, local_shard_ids())
+        counts = jax.tree.map(lambda x: jax.lax.psum(x.sum(0), DATA), counts)
+        return jax.tree.map(merge, games), buffer_state, counts
 
     @functools.partial(shard_map, in_specs=(buf_spec, P()), out_specs=P(DATA))
     def sample(buffer_state, key):
-        key = jax.random.fold_in(key, jax.lax.axis_index(DATA))
-        return _local(setup.buffer.sample)(buffer_state, key, local_batch,
-                                           augment=c.train.augment)
+        def one(buffer_state, shard):
+            return setup.buffer.sample(buffer_state, jax.random.fold_in(key, shard),
+                                       shard_batch, augment=c.train.augment)
+
+        return jax.tree.map(merge, jax.vmap(one)(buffer_state, local_shard_ids()))
 
     def iteration(train_state, games, buffer_state, key):
         k_play, k_learn = jax.random.split(key)
@@ -154,20 +211,6 @@ def make_iteration(setup: Setup):
         return train_state, games, buffer_state, metrics
 
     return iteration
-
-
-def _local(fn):
-    """Runs a ReplayBuffer method on one device's shard, whose counters have shape [1]."""
-
-    def wrapped(buffer_state, *args, **kwargs):
-        squeeze = buffer_state._replace(insert_pos=buffer_state.insert_pos[0],
-                                        size=buffer_state.size[0])
-        out = fn(squeeze, *args, **kwargs)
-        if isinstance(out, replay.BufferState):
-            return out._replace(insert_pos=out.insert_pos[None], size=out.size[None])
-        return out
-
-    return wrapped
 
 
 def _selfplay_counts(traj: selfplay.Trajectory, valid) -> dict:
@@ -225,13 +268,17 @@ class _StopRequest:
         return False
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Trains (or resumes) a run in `workdir`. Returns the last iteration's metrics."""
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
+    """Trains (or resumes) a run in `workdir` on `devices` (default: all).
+
+    Returns the last iteration's metrics.
+    """
     from az_jax import plots
 
     workdir = str(Path(workdir).expanduser())
-    validate_config(config, jax.device_count())
-    setup = Setup(config)
+    devices = list(devices if devices is not None else jax.devices())
+    validate_config(config, len(devices))
+    setup = Setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
@@ -254,8 +301,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         _log(f"resumed from {workdir} at iteration {start}", is_writer)
     else:
         best_params = train_state.params
-        _log(f"new run in {workdir}: {env!r}, {jax.device_count()} device(s) "
-             f"({jax.devices()[0].platform})", is_writer)
+        _log(f"new run in {workdir}: {env!r}, {len(devices)} device(s) "
+             f"({devices[0].platform}), {setup.shards} data shards", is_writer)
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))

@@ -52,6 +52,12 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.value_weight = 1.0
     c.train.augment = True  # random board symmetry per sample
 
+    c.parallel = ml_collections.ConfigDict()
+    # Logical data shards: each owns B/S games, their search keys and B_train/S of every
+    # gradient batch, so any device count dividing S gives the same run. 0 = automatic
+    # (8 when the batch sizes allow and 8 is a multiple of the device count).
+    c.parallel.shards = 0
+
     c.eval = ml_collections.ConfigDict()
     c.eval.every = 10  # iterations between evaluations (0 = never)
     c.eval.num_games = 64  # per opponent, colours alternated

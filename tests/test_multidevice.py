@@ -1,0 +1,114 @@
+"""4 CPU devices vs 1: the same run, and the data really is sharded.
+
+The worker runs in its own process (`XLA_FLAGS=--xla_force_host_platform_device_count=4`
+must be set before jax starts, as in rlax's tests). It trains the same tiny config twice
+with the real driver, `trainer.train_and_evaluate`, once on a mesh of one device and once
+on a mesh of four, and reports what the test compares.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tiny_config():
+    from configs import tictactoe
+
+    c = tictactoe.get_config()
+    c.network.channels, c.network.num_blocks = 8, 1
+    c.search.num_simulations = 4
+    c.selfplay.batch_size, c.selfplay.num_plies = 16, 5
+    c.train.batch_size, c.train.updates_per_iteration = 16, 2
+    c.train.num_iterations, c.train.warmup_steps = 4, 1
+    c.replay.capacity, c.replay.min_size = 256, 1
+    c.parallel.shards = 4
+    c.eval.every, c.checkpoint.every, c.log.progress = 0, 4, False
+    return c
+
+
+def _worker(out_dir: str) -> None:
+    import jax
+
+    from az_jax import checkpoint, trainer
+
+    devices = jax.devices()
+    assert len(devices) == 4, devices
+    config = _tiny_config()
+    report = {}
+    for n in (1, 4):
+        workdir = Path(out_dir) / f"d{n}"
+        metrics = trainer.train_and_evaluate(config, str(workdir), devices=devices[:n])
+        restored = checkpoint.restore(workdir)
+        params = jax.tree.leaves(restored.variables["params"])
+        np.savez(Path(out_dir) / f"params{n}.npz", *[np.asarray(p) for p in params])
+        report[f"loss{n}"] = metrics["loss"]
+        report[f"games{n}"] = metrics["games"]
+
+    # Where the state of the 4-device run lives: games and replay split over 4 devices,
+    # parameters on all of them.
+    setup = trainer.Setup(config, devices)
+    train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
+    report["games_devices"] = len(games.observation.sharding.device_set)
+    report["games_shard_shape"] = list(games.observation.addressable_shards[0].data.shape)
+    report["games_shape"] = list(games.observation.shape)
+    report["buffer_devices"] = len(buffer.data.observation.sharding.device_set)
+    report["buffer_shard_shape"] = list(buffer.data.observation.addressable_shards[0].data.shape)
+    report["buffer_shape"] = list(buffer.data.observation.shape)
+    init_key, _ = jax.random.split(jax.random.PRNGKey(config.seed))
+    initial = jax.tree.leaves(setup.initial(init_key)[0].params)
+    final = np.load(Path(out_dir) / "params1.npz")
+    report["moved"] = max(float(np.abs(np.asarray(a) - final[k]).max())
+                          for a, k in zip(initial, final.files))
+    leaf = jax.tree.leaves(train_state.params)[0]
+    report["params_replicated"] = bool(leaf.sharding.is_fully_replicated)
+    report["params_devices"] = len(leaf.sharding.device_set)
+    (Path(out_dir) / "report.json").write_text(json.dumps(report))
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("multidevice")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, __file__, str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = json.loads((out / "report.json").read_text())
+    p1, p4 = np.load(out / "params1.npz"), np.load(out / "params4.npz")
+    return report, [p1[k] for k in p1.files], [p4[k] for k in p4.files]
+
+
+@pytest.mark.slow
+def test_four_devices_train_like_one(result):
+    report, p1, p4 = result
+    assert report["games1"] == report["games4"] > 0
+    assert report["loss4"] == pytest.approx(report["loss1"], rel=1e-4, abs=1e-5)
+    assert len(p1) == len(p4) > 0
+    for a, b in zip(p1, p4):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # The run trained: the parameters moved away from their initial values.
+    assert report["moved"] > 1e-3
+
+
+@pytest.mark.slow
+def test_games_and_replay_are_sharded(result):
+    report, _, _ = result
+    assert report["games_devices"] == 4
+    assert report["games_shard_shape"][0] * 4 == report["games_shape"][0]
+    assert report["buffer_devices"] == 4
+    # Replay: [shards, capacity / shards, ...], one shard of the 4 on each device.
+    assert report["buffer_shape"][:2] == [4, 64]
+    assert report["buffer_shard_shape"][0] == 1
+    assert report["params_replicated"] and report["params_devices"] == 4
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    _worker(sys.argv[1])
