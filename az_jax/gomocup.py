@@ -17,7 +17,9 @@ Commands (one per line; answers are flushed at once):
   ABOUT              name="az_jax", version, author, country
   END                exits (status 0)
 Coordinates are x,y = column,row counted from 0 at the top left (action = y * size + x).
-Anything malformed gets ERROR with a reason, unknown commands UNKNOWN; the brain keeps going.
+Anything malformed gets ERROR with a reason, unknown commands UNKNOWN; the brain keeps going
+(also after bytes that are not UTF-8, numbers too long to be coordinates, or a bug: ERROR
+internal error, with the traceback on stderr).
 
 Time: each move searches in chunks of --chunk simulations (the first without root noise,
 the rest with it, visit counts added up) until about 80% of the move's budget is used:
@@ -30,13 +32,24 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import traceback
 
 from az_jax import cli
 
-_COORDS = re.compile(r"^\s*(-?\d+)\s*,\s*(-?\d+)\s*$")
-_BOARD_LINE = re.compile(r"^\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*$")
+# ASCII digits only, at most 9 of them: `int` would take other scripts' digits, and
+# thousands of digits (Python refuses more than 4300) are no coordinate.
+_INT = r"(-?[0-9]{1,9})"
+_COORDS = re.compile(rf"^\s*{_INT}\s*,\s*{_INT}\s*$")
+_BOARD_LINE = re.compile(rf"^\s*{_INT}\s*,\s*{_INT}\s*,\s*{_INT}\s*$")
+_NUMBER = re.compile(rf"^\s*{_INT}\s*$")
+_INFO_NUMBER = re.compile(r"^\s*(-?[0-9]{1,18})\s*$")  # milliseconds, bytes (max_memory)
 TIME_SHARE = 0.8  # of the move's budget used for searching
 SAFETY_S = 0.05  # seconds kept back for stepping, output and the pipe
+
+
+def _show(text: str, limit: int = 40) -> str:
+    """`text` quoted for an answer line: ASCII only, escapes visible, at most `limit` chars."""
+    return ascii(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _version() -> str:
@@ -83,7 +96,7 @@ class Brain:
     def _coords(self, text: str) -> int:
         m = _COORDS.match(text)
         if not m:
-            raise ValueError(f"cannot read coordinates {text.strip()!r}: expected x,y")
+            raise ValueError(f"cannot read coordinates {_show(text.strip())}: expected x,y")
         return self._action(int(m.group(1)), int(m.group(2)))
 
     def _action(self, x: int, y: int) -> int:
@@ -146,29 +159,33 @@ class Brain:
         text = line.strip()
         if not text:
             return True
-        if self.board_lines is not None:
-            return self._board_line(text)
-        cmd, _, arg = text.partition(" ")
-        cmd = cmd.upper()
-        handler = getattr(self, f"_cmd_{cmd.lower()}", None)
-        if handler is None or not cmd.isalpha():
-            self.write(f"UNKNOWN command {cmd[:40]!r} is not supported")
-            return True
         try:
+            if self.board_lines is not None:
+                return self._board_line(text)
+            cmd, _, arg = text.partition(" ")
+            cmd = cmd.upper()
+            handler = getattr(self, f"_cmd_{cmd.lower()}", None)
+            if handler is None or not (cmd.isascii() and cmd.isalpha()):
+                self.write(f"UNKNOWN command {_show(cmd)} is not supported")
+                return True
             return handler(arg.strip()) is not False
         except ValueError as e:
             self.write(f"ERROR {e}")
-            return True
+        except Exception as e:  # noqa: BLE001 - a bug must not end the tournament game
+            traceback.print_exc(file=sys.stderr)
+            self.write(f"ERROR internal error {type(e).__name__} on {_show(text)} (a bug; "
+                       "the traceback is on stderr)")
+        return True
 
     def _need_start(self) -> None:
         if not self.started:
             raise ValueError("no game: send START first")
 
     def _cmd_start(self, arg: str):
-        try:
-            n = int(arg)
-        except ValueError:
-            raise ValueError(f"START needs a board size, got {arg!r}") from None
+        m = _NUMBER.match(arg)
+        if not m:
+            raise ValueError(f"START needs a board size, got {_show(arg)}")
+        n = int(m.group(1))
         if n != self.size:
             raise ValueError(f"unsupported size {n}: this model plays only on "
                              f"{self.size}x{self.size} boards")
@@ -180,7 +197,7 @@ class Brain:
     def _cmd_rectstart(self, arg: str):
         m = _COORDS.match(arg)
         if not m:
-            raise ValueError(f"RECTSTART needs width,height, got {arg!r}")
+            raise ValueError(f"RECTSTART needs width,height, got {_show(arg)}")
         w, h = int(m.group(1)), int(m.group(2))
         if (w, h) != (self.size, self.size):
             raise ValueError(f"unsupported board {w}x{h}: this model plays only on "
@@ -214,7 +231,7 @@ class Brain:
         self._need_start()
         action = self._coords(arg)
         if not self.moves or self.moves[-1] != action:
-            raise ValueError(f"{arg} is not the last stone played")
+            raise ValueError(f"{self._xy(action)} is not the last stone played")
         self._replay(self.moves[:-1])
         self.write("OK")
 
@@ -229,7 +246,7 @@ class Brain:
         if word != "DONE":
             m = _BOARD_LINE.match(text)
             if not m:
-                self.write(f"ERROR cannot read BOARD line {text[:40]!r}: expected x,y,field "
+                self.write(f"ERROR cannot read BOARD line {_show(text)}: expected x,y,field "
                            "or DONE")
                 return True
             x, y, field = (int(g) for g in m.groups())
@@ -241,7 +258,8 @@ class Brain:
             if field in (1, 2):
                 self.board_lines.append((action, field))
             elif field != 3:  # 3: a stone of a continuous game's winning line; not used here
-                self.write(f"ERROR field {field} in {text!r}: expected 1 (own) or 2 (opponent)")
+                self.write(f"ERROR field {field} in {_show(text)}: expected 1 (own) or 2 "
+                           "(opponent)")
             return True
         lines, self.board_lines = self.board_lines, None
         try:
@@ -278,12 +296,14 @@ class Brain:
     def _cmd_info(self, arg: str):
         key, _, value = arg.partition(" ")
         key = key.lower()
+        if not key:
+            raise ValueError("INFO needs a key and a value, e.g. INFO timeout_turn 5000")
         if key in ("timeout_turn", "timeout_match", "time_left", "rule", "max_memory",
                    "game_type"):
-            try:
-                self.info[key] = int(value)
-            except ValueError:
-                raise ValueError(f"INFO {key} needs an integer, got {value!r}") from None
+            m = _INFO_NUMBER.match(value)
+            if not m:
+                raise ValueError(f"INFO {key} needs an integer, got {_show(value)}")
+            self.info[key] = int(m.group(1))
             if key == "rule":
                 self._check_rule(self.info["rule"])
         # other keys (folder, evaluate, ...) are accepted and ignored
@@ -333,7 +353,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
 def _serve(args, stdin, out) -> int:
     if hasattr(stdin, "reconfigure"):
-        stdin.reconfigure(errors="replace")
+        stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
+    if hasattr(out, "reconfigure"):
+        out.reconfigure(errors="backslashreplace")  # e.g. a cp1252 console on Windows
 
     def write(line: str) -> None:
         out.write(line + "\n")

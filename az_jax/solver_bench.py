@@ -34,6 +34,7 @@ import argparse
 import dataclasses
 import functools
 import random as _random
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,7 +43,9 @@ from typing import NamedTuple
 import numpy as np
 
 ROWS, COLS = 6, 7
+MAX_SCORE = 22  # |score| on Pons's scale
 FULL = None  # column score of a full column
+_SCORE = re.compile(r"[+-]?[0-9]{1,3}")  # ASCII digits: int() would take "1_0" or "٣"
 _BITBULLY_HINT = ("needs the optional Connect4 solver bitbully (AGPL): pip install bitbully")
 
 
@@ -107,6 +110,21 @@ def _wins(board: np.ndarray, row: int, col: int, player: int) -> bool:
     return False
 
 
+def _show(text: str, limit: int = 50) -> str:
+    """`repr(text)` cut to `limit` characters (a bad line may be megabytes long)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _score(text: str, what: str, where: str, alternative: str = "") -> int:
+    """A score in [-22, 22]; ValueError "<where>: <what> ..." otherwise."""
+    if not _SCORE.fullmatch(text):
+        raise ValueError(f"{where}: {what} {_show(text)} is not an integer{alternative}")
+    score = int(text)
+    if abs(score) > MAX_SCORE:
+        raise ValueError(f"{where}: {what} {score} is outside [-22, 22] (Pons's scale)")
+    return score
+
+
 def parse_line(text: str, where: str = "<line>") -> Position | None:
     """One line -> a Position (None for blank and comment lines).
 
@@ -119,25 +137,20 @@ def parse_line(text: str, where: str = "<line>") -> Position | None:
     fields = line.split()
     if len(fields) not in (2, 3):
         raise ValueError(f"{where}: expected '<moves> <score> [<7 column scores>]', got "
-                         f"{len(fields)} field(s): {line[:80]!r}")
+                         f"{len(fields)} field(s): {_show(line, 80)}")
     moves, score_text = fields[0], fields[1]
-    if not moves.isdigit():
-        raise ValueError(f"{where}: moves {moves[:50]!r} must be digits 1-7 (the columns)")
+    if not (moves.isascii() and moves.isdigit()):
+        raise ValueError(f"{where}: moves {_show(moves)} must be digits 1-7 (the columns)")
     heights, why = _check_moves(moves)
     if why:
         raise ValueError(f"{where}: illegal position: {why}")
-    try:
-        score = int(score_text)
-    except ValueError:
-        raise ValueError(f"{where}: score {score_text!r} is not an integer") from None
-    if abs(score) > 22:
-        raise ValueError(f"{where}: score {score} is outside [-22, 22] (Pons's scale)")
+    score = _score(score_text, "score", where)
     columns = None
     if len(fields) == 3:
         items = fields[2].split(",")
         if len(items) != COLS:
             raise ValueError(f"{where}: expected 7 comma-separated column scores, got "
-                             f"{len(items)}: {fields[2]!r}")
+                             f"{len(items)}: {_show(fields[2])}")
         columns = []
         for c, item in enumerate(items):
             full = heights[c] >= ROWS
@@ -148,11 +161,7 @@ def parse_line(text: str, where: str = "<line>") -> Position | None:
                 continue
             if full:
                 raise ValueError(f"{where}: column {c + 1} is full; its score must be 'x'")
-            try:
-                columns.append(int(item))
-            except ValueError:
-                raise ValueError(f"{where}: column {c + 1} score {item!r} is not an integer "
-                                 "or 'x'") from None
+            columns.append(_score(item, f"column {c + 1} score", where, " or 'x'"))
         best = max(s for s in columns if s is not None)
         if best != score:
             raise ValueError(f"{where}: score {score} is not the best column score {best}")
@@ -519,7 +528,7 @@ def main(argv=None) -> int:
             _make(args)
         else:
             _evaluate(args)
-    except (ValueError, FileNotFoundError, ImportError) as e:
+    except (ValueError, OSError, ImportError) as e:  # OSError: e.g. a file we may not read
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -30,8 +30,72 @@ from az_jax.parallel import DATA
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
-    """Checks a config before anything is compiled. Raises ValueError saying what to change."""
+    """Checks a config before anything is compiled. Raises ValueError saying what to change.
+
+    Every problem found is listed: numbers out of range (or not numbers: a config built in
+    Python may hold any type), unknown choices, unreadable opponents, batch sizes that do
+    not divide over the devices. `network.norm/dtype` and the env are checked when built.
+    """
+    from az_jax import arena
+
     problems = []
+    int32 = 2**31 - 1  # counters, sizes and steps are int32 on the device
+    ints = {  # name: smallest valid value
+        "selfplay.batch_size": 1, "selfplay.num_plies": 1, "selfplay.temperature_plies": 0,
+        "train.batch_size": 1, "train.updates_per_iteration": 1, "train.num_iterations": 1,
+        "train.warmup_steps": 0, "replay.capacity": 1, "replay.min_size": 0,
+        "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
+        "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
+        "eval.every": 0, "eval.num_games": 1, "eval.num_simulations": 1,
+        "eval.opening_plies": 0}
+    floats = {  # name: (low, high, low allowed)
+        "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
+        "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
+        "search.gumbel_scale": (0.0, math.inf, True),
+        "search.dirichlet_alpha": (0.0, math.inf, False),
+        "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
+        "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
+    choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
+               "train.schedule": learner.SCHEDULES}
+
+    def get(name):
+        group, field = name.split(".")
+        node = config.get(group)
+        return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
+
+    integers = True  # the arithmetic further down needs them
+    for name, low in ints.items():
+        v = get(name)
+        if v is None and name == "eval.opening_plies":  # optional
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            problems.append(f"{name}={v!r} must be an integer")
+            integers = False
+        elif not low <= v <= int32:
+            problems.append(f"{name}={v} must be from {low} to {int32}")
+    seed = config.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63:
+        problems.append(f"seed={seed!r} must be a 64-bit integer")
+    for name, (low, high, low_ok) in floats.items():
+        v = get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            problems.append(f"{name}={v!r} must be a number")
+        elif not (math.isfinite(v) and (low < v or (low_ok and v == low)) and v <= high):
+            bounds = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}"
+                                                             if high < math.inf else "")
+            problems.append(f"{name}={v!r} must be a finite number {bounds}")
+    for name, accepted in choices.items():
+        if get(name) not in accepted:
+            problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
+    try:
+        arena.parse_opponents(config.eval.opponents)
+    except (ValueError, TypeError, AttributeError) as e:
+        problems.append(f"eval.opponents: {e}")
+    if not integers:
+        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
+    if config.train.num_iterations * config.train.updates_per_iteration > int32:
+        problems.append("train.num_iterations * train.updates_per_iteration must be at most "
+                        f"{int32} (the step counter is int32)")
     if config.selfplay.batch_size % num_devices:
         problems.append(f"selfplay.batch_size={config.selfplay.batch_size} must be divisible "
                         f"by the number of devices ({num_devices})")
@@ -41,12 +105,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     if config.replay.capacity % num_devices:
         problems.append(f"replay.capacity={config.replay.capacity} must be divisible by the "
                         f"number of devices ({num_devices})")
-    for name in ("selfplay.batch_size", "selfplay.num_plies", "train.batch_size",
-                 "train.updates_per_iteration", "train.num_iterations", "replay.capacity",
-                 "checkpoint.every"):
-        group, field = name.split(".")
-        if config[group][field] < 1:
-            problems.append(f"{name} must be >= 1")
     if config.replay.min_size > config.replay.capacity:
         problems.append("replay.min_size must not exceed replay.capacity")
     if not problems:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import sys
 import threading
@@ -39,6 +40,12 @@ SIMS_CHOICES = (8, 32, 64, 128, 256, 512, 1024)
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                   ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
                   ".png": "image/png", ".ico": "image/x-icon"}
+
+
+def _show(value, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters: error messages echo what the client sent."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class ApiError(Exception):
@@ -103,7 +110,7 @@ class Games:
         with self._lock:
             game = self._games.get(game_id)
             if game is None:
-                raise ApiError(404, f"unknown game id {game_id!r} (finished games are "
+                raise ApiError(404, f"unknown game id {_show(game_id)} (finished games are "
                                     "dropped after a while, or the server restarted)")
             self._games.move_to_end(game_id)
         return game
@@ -114,18 +121,19 @@ class Games:
             return default
         if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= self.max_sims:
             raise ApiError(400, f"sims must be an integer from 1 to {self.max_sims}, "
-                                f"got {sims!r}")
+                                f"got {_show(sims)}")
         return sims
 
     def _human(self, body: dict) -> int:
         from az_jax import agent as agent_lib
 
         human = body.get("human", 0)
-        if isinstance(human, bool) or not isinstance(human, int | str):
+        if isinstance(human, bool) or not isinstance(human, int | str) or (
+                isinstance(human, str) and len(human) > 32):
             raise ApiError(400, "human must be 0, 1, 'first', 'second' or a side name")
         if isinstance(human, int):
             if human not in (0, 1):
-                raise ApiError(400, f"human must be 0 or 1, got {human}")
+                raise ApiError(400, f"human must be 0 or 1, got {_show(human)}")
             return human
         try:
             return agent_lib.parse_side(self.env, human)
@@ -250,9 +258,10 @@ class Games:
         if "action" in body:
             action = body["action"]
             if isinstance(action, bool) or not isinstance(action, int):
-                raise ApiError(400, f"action must be an integer, got {action!r}")
+                raise ApiError(400, f"action must be an integer, got {_show(action)}")
             if not 0 <= action < env.num_actions:
-                raise ApiError(400, f"action {action} is out of range 0..{env.num_actions - 1}")
+                raise ApiError(400, f"action {_show(action)} is out of range "
+                                    f"0..{env.num_actions - 1}")
             text = env.action_to_str(action)
         elif "move" in body:
             text = body["move"]
@@ -313,6 +322,10 @@ def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandle
 
         def send_error(self, code, message=None, explain=None):
             """Every error as JSON (also those raised inside http.server itself)."""
+            if self.request_version == "HTTP/0.9":
+                # A request line that could not be read: http.server would answer with the
+                # bare body (HTTP/0.9); answer with a status line and headers instead.
+                self.request_version = self.protocol_version
             if code == HTTPStatus.NOT_IMPLEMENTED:  # an unknown method
                 code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {self.command} " \
                                                                "is not allowed"
@@ -347,15 +360,16 @@ def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandle
         def _read_body(self) -> dict:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                 raise ApiError(411, "send the body with a Content-Length, not chunked")
-            length = self.headers.get("Content-Length")
-            if length is None:
+            lengths = self.headers.get_all("Content-Length") or []
+            if not lengths:
                 raise ApiError(411, "a Content-Length header is required")
-            try:
-                n = int(length)
-                if n < 0:
-                    raise ValueError
-            except ValueError:
-                raise ApiError(400, f"bad Content-Length {length!r}") from None
+            length = lengths[0].strip()
+            # Digits only (int() would also take "+5", "5_0" or other scripts' digits), and
+            # one value: two different lengths make the request ambiguous.
+            if not re.fullmatch(r"[0-9]{1,30}", length) or any(
+                    v.strip() != length for v in lengths):
+                raise ApiError(400, f"bad Content-Length {_show(', '.join(lengths))}")
+            n = int(length)
             if n > MAX_BODY:
                 self.close_connection = True
                 raise ApiError(413, f"the body is too large ({n} bytes; at most {MAX_BODY})")
@@ -366,15 +380,21 @@ def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandle
                 return {}
             try:
                 data = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ApiError(400, f"the body is not valid JSON: {e}") from None
+            except ValueError as e:  # bad UTF-8 or JSON, or an integer of > 4300 digits
+                raise ApiError(400, f"the body is not valid JSON: {str(e)[:200]}") from None
+            except RecursionError:
+                raise ApiError(400, "the body is not valid JSON: nested too deeply") from None
             if not isinstance(data, dict):
                 raise ApiError(400, "the body must be a JSON object")
             return data
 
         def _dispatch(self):
             try:
-                url = urlsplit(self.path)
+                try:
+                    url = urlsplit(self.path)
+                    query = parse_qs(url.query, max_num_fields=20)
+                except ValueError as e:  # e.g. "//[" (a bad IPv6 host), > 20 query fields
+                    raise ApiError(400, f"cannot read the URL: {e}") from None
                 path = url.path
                 static = path in ("/", "/index.html") or path.startswith("/static/")
                 if static and self.command in ("GET", "HEAD"):
@@ -391,7 +411,6 @@ def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandle
                                     close=True, headers={"Allow": allowed})
                     return
                 body = self._read_body() if method == "POST" else {}
-                query = parse_qs(url.query, max_num_fields=20)
                 self._send_json(200, methods[method](self, query, body))
             except ApiError as e:
                 # Close after an error: an unread body must not be taken for a request.

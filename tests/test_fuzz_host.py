@@ -1,0 +1,541 @@
+"""Fuzzing the host-side parsers with random input: Gomocup protocol lines, web API bodies,
+train.py config overrides and solver set files.
+
+Every bad input must get a clear error (ERROR/UNKNOWN, a 4xx with a JSON message, one
+`error:` paragraph, a ValueError naming the line), never a traceback, a 500 or a hang, and
+the program must keep working afterwards. One tiny untrained 9x9 Gomoku model (see
+tests/test_play.py) serves both the brain subprocess and the web server (real HTTP on
+127.0.0.1). Budget: the hypothesis profile (`--hypothesis-profile=long` runs a long one);
+the costly tests (HTTP, the subprocess) take a share of it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+from absl import flags
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import envs
+import train
+from az_jax import agent as agent_lib
+from az_jax import gomocup, solver_bench, trainer, web
+from configs import default as default_config
+from tests.test_gomocup import BrainProcess
+from tests.test_play import make_run
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 9  # the board of the tiny Gomoku model
+# ml_collections reads config files with importlib's deprecated load_module().
+pytestmark = pytest.mark.filterwarnings("ignore:the load_module:DeprecationWarning")
+
+
+def share(fraction: float) -> settings:
+    """`fraction` of the active profile's examples (at least 4), for the costly tests."""
+    return settings(max_examples=max(4, int(settings.default.max_examples * fraction)),
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("fuzz") / "g9", "gomoku", size=N)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def brain(run):
+    """The brain subprocess, started with the module so that its start overlaps the
+    in-process tests. `--sims 1`: one small search compile at START."""
+    b = BrainProcess(run, "--sims", "1")
+    yield b
+    if b.proc.poll() is None:
+        b.proc.kill()
+        b.proc.wait(timeout=30)
+
+
+# =========================================================================== solver files
+_MOVES = st.one_of(st.text("1234567", min_size=1, max_size=14), st.text("0123456789x", max_size=6),
+                   st.text(max_size=6))
+_SCORE = st.one_of(st.integers(-25, 25).map(str), st.text("+-0123456789x", max_size=4),
+                   st.sampled_from(["1_0", "\u0663", "\uff11", "9" * 5000, "1.5", "nan"]))
+_COLUMNS = st.lists(_SCORE, min_size=5, max_size=8).map(",".join)
+_SOLVER_LINE = st.one_of(
+    st.builds("{} {}".format, _MOVES, _SCORE),
+    st.builds("{} {} {}".format, _MOVES, _SCORE, _COLUMNS),
+    st.text(max_size=40), st.sampled_from(["", "  ", "# a comment", "4 0 x x x x x x x"]))
+
+
+@given(line=_SOLVER_LINE)
+def test_solver_lines(line):
+    try:
+        pos = solver_bench.parse_line(line, "set.txt:7")
+    except ValueError as e:
+        msg = str(e)
+        assert msg.startswith("set.txt:7: ") and len(msg) < 300 and "\n" not in msg, msg
+        return
+    if pos is None:
+        assert not line.strip() or line.strip().startswith("#")
+        return
+    assert set(pos.moves) <= set("1234567") and abs(pos.score) <= solver_bench.MAX_SCORE
+    if pos.column_scores is not None:
+        assert len(pos.column_scores) == 7 and pos.score == max(
+            s for s in pos.column_scores if s is not None)
+    assert solver_bench.parse_line(pos.to_line()) == pos
+
+
+@given(content=st.one_of(st.binary(max_size=200),
+                         st.lists(_SOLVER_LINE, max_size=5).map(lambda ls: "\n".join(ls).encode())))
+def test_solver_files(content):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "set.txt"
+        path.write_bytes(content)
+        try:
+            positions = solver_bench.read_positions(path)
+        except ValueError as e:
+            msg = str(e)
+            assert re.match(rf"{re.escape(str(path))}:(\d+:)? ", msg) and "\n" not in msg, msg
+        else:
+            assert positions
+
+
+def test_solver_cli_names_the_line(tmp_path, capsys):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"# header\n44 1\n44 \xff\xfe\n")
+    assert solver_bench.main(["evaluate", str(path), "--workdir", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:3: score ") and "Traceback" not in err
+
+
+# =========================================================================== config
+def _leaves(config, prefix=""):
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+PATHS = sorted(_leaves(default_config.get_config()))
+_VALUE = st.one_of(
+    st.text(max_size=10), st.integers().map(str), st.floats().map(repr),
+    st.sampled_from(["", "None", "True", "nan", "-inf", "1e999", "[1]", "{}", "9" * 30, "-1",
+                     "0", "3", "gumbel", "sgd", "random,nope", "mcts:0"]))
+_PATH = st.one_of(st.sampled_from(PATHS), st.sampled_from(PATHS).map(lambda p: p + ".x"),
+                  st.sampled_from(PATHS).map(lambda p: p[:-1]),
+                  st.text("abcdefghijklmnopqrstuvwxyz._", max_size=16))
+_ARG = st.one_of(
+    st.builds(lambda p, v: [f"--config.{p}={v}"], _PATH, _VALUE),
+    st.builds(lambda p, v: [f"--config.{p}", v], _PATH, _VALUE),
+    st.builds(lambda p: [f"--config.{p}"], _PATH),
+    st.builds(lambda p: [f"--noconfig.{p}"], _PATH),
+    st.sampled_from([["--config=configs/nope.py"], ["--config=configs/tictactoe.py"],
+                     ["--config", "README.md"], ["--config=configs/gomoku_9x9.py:x"],
+                     ["--workdir="], ["--num_processes=two"], ["--nope=1"], ["stray"]]))
+
+
+def _one_paragraph(msg: str) -> None:
+    assert msg.strip() and "Traceback" not in msg and "\n\n" not in msg, msg
+
+
+@given(args=st.lists(_ARG, min_size=1, max_size=3))
+def test_config_flags_in_process(args):
+    """train.py's flag parsing: a config, or a ValueError of one paragraph. A config then
+    passes `validate_config` or is refused by it; one that passes builds (host side)."""
+    argv = ["train.py", *[a for arg in args for a in arg]]
+    fv = flags.FlagValues()
+    try:
+        train.parse_flags(argv, fv)
+    except ValueError as e:
+        _one_paragraph(str(e))
+        return
+    try:
+        trainer.validate_config(fv.config, 2)
+    except ValueError as e:
+        assert str(e).startswith("invalid config:\n  "), e
+        _one_paragraph(str(e))
+        return
+    try:
+        trainer.Setup(fv.config)  # env, network, search, optimizer: nothing compiles
+    except ValueError as e:
+        _one_paragraph(str(e))
+
+
+def test_unknown_fields_are_named():
+    cases = {"--config.train.batch_siz=4": "config.train has no field 'batch_siz' (did you "
+                                           "mean 'batch_size'?)",
+             "--config.nope=1": "the config has no field 'nope'",
+             "--config.train.batch_size.x=1": "config.train.batch_size is a value (int)",
+             "--config.env.kwargs.size=9": "config.env.kwargs has no field 'size'"}
+    for arg, text in cases.items():
+        with pytest.raises(ValueError, match=re.escape(text)):
+            train.parse_flags(["train.py", arg], flags.FlagValues())
+
+
+# Fields validate_config checks, with the values they take on the command line and others
+# (a config built in Python may hold any type).
+_CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_plies",
+            "train.batch_size", "train.updates_per_iteration", "train.num_iterations",
+            "train.warmup_steps", "train.learning_rate", "train.weight_decay",
+            "train.max_grad_norm", "train.value_weight", "train.optimizer", "train.schedule",
+            "replay.capacity", "replay.min_size", "checkpoint.every", "checkpoint.keep",
+            "search.policy", "search.num_simulations", "search.max_num_considered_actions",
+            "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
+            "search.pb_c_init", "search.pb_c_base", "network.channels", "network.num_blocks",
+            "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
+            "eval.opponents", "eval.gating_threshold", "seed"]
+_POSITIVE_INTS = {"selfplay.batch_size", "train.batch_size", "replay.capacity",
+                  "train.num_iterations", "train.updates_per_iteration", "selfplay.num_plies",
+                  "checkpoint.every", "search.num_simulations"}
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
+                 st.lists(st.integers(), max_size=2), st.integers(-3, 9))
+
+
+@given(changes=st.dictionaries(st.sampled_from(_CHECKED), _ANY, min_size=1, max_size=4),
+       num_devices=st.integers(1, 8))
+def test_validate_config_with_any_values(changes, num_devices):
+    d = default_config.get_config().to_dict()
+    for path, value in changes.items():
+        group, _, field = path.rpartition(".")
+        (d[group] if group else d)[field] = value
+    config = ml_collections.ConfigDict(d)  # a fresh ConfigDict takes any types
+    bad = [p for p, v in changes.items() if p in _POSITIVE_INTS
+           and (isinstance(v, bool) or not isinstance(v, int) or v < 1)]
+    lr = config.train.learning_rate
+    if not isinstance(lr, int | float) or isinstance(lr, bool) or not 0 < lr < float("inf"):
+        bad.append("train.learning_rate")
+    try:
+        trainer.validate_config(config, num_devices)
+    except ValueError as e:
+        assert str(e).startswith("invalid config:\n  ") and "\n\n" not in str(e)
+        for path in bad:
+            assert path in str(e), (path, str(e))
+    else:
+        assert not bad, bad
+
+
+def test_train_py_bad_flags_exit_with_one_paragraph(tmp_path):
+    """Real `python train.py` runs, all at once: each stops before anything compiles."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env.pop("AZ_JAX_DEBUG", None)
+    cases = {
+        "unknown field": (["--config.train.batch_siz=4"], ["did you mean 'batch_size'?"]),
+        "wrong type": (["--config.train.batch_size=many"], ["--config.train.batch_size=many"]),
+        "bad values": (["--config.train.batch_size=-4", "--config.selfplay.batch_size=3",
+                        "--config.train.learning_rate=nan"],
+                       ["train.batch_size=-4 must be", "selfplay.batch_size=3 must be divisible "
+                        "by the number of devices (2)", "train.learning_rate=nan"]),
+        "no config file": (["--config=configs/nope.py"], ["configs/nope.py"]),
+        "debug": (["--config.nope=1"], ["Traceback", "'nope'"]),
+    }
+    procs = {}
+    for name, (args, _) in cases.items():
+        e = dict(env, AZ_JAX_DEBUG="1") if name == "debug" else env
+        procs[name] = subprocess.Popen(
+            [sys.executable, "train.py", "--workdir", str(tmp_path / name), *args], cwd=ROOT,
+            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        for text in cases[name][1]:
+            assert text in err, (name, err)
+        if name == "debug":  # AZ_JAX_DEBUG=1: the traceback, by design
+            assert proc.returncode != 0
+            continue
+        assert proc.returncode == 2, (name, err)
+        paragraph = err[err.index("error: "):]
+        assert "Traceback" not in err, (name, err)
+        _one_paragraph(paragraph)
+        assert not (tmp_path / name).exists(), f"{name}: the run started"
+
+
+# =========================================================================== Gomocup
+class FirstLegal:
+    """What a Brain uses of an Agent, without a network: it plays the first legal point."""
+
+    def __init__(self, env):
+        self.env = env
+        self._init, self._step = jax.jit(env.init), jax.jit(env.step)
+
+    def new_game(self):
+        return self._init(jax.random.PRNGKey(0))
+
+    def play(self, state, action):
+        return self._step(state, np.int32(action))
+
+    is_over = staticmethod(agent_lib.Agent.is_over)
+
+    def think(self, state, num_simulations=None):
+        return types.SimpleNamespace(action=int(np.argmax(np.asarray(state.legal_action_mask))))
+
+    def think_for(self, state, seconds, chunk=None):
+        return self.think(state)
+
+    def warmup(self, *args, **kwargs):
+        pass
+
+
+_NUM = st.one_of(st.integers(-2, N + 2).map(str), st.integers(-2**70, 2**70).map(str),
+                 st.text("0123456789-+ ,", max_size=6),
+                 st.sampled_from(["", "9" * 5000, "\u0663", "\uff11", "+4", "4_4", "1e3", "0x4",
+                                  "00004", "-0"]))
+_COORD = st.builds("{},{}".format, _NUM, _NUM)
+_BOARD = st.builds("{},{},{}".format, _NUM, _NUM, st.sampled_from(["1", "2", "3", "0", "-1"]))
+_INFO = st.builds("{} {}".format, st.sampled_from(["timeout_turn", "timeout_match", "time_left",
+                                                   "rule", "max_memory", "folder", "", "RULE"]),
+                  _NUM)
+COMMANDS = ["START", "RECTSTART", "RESTART", "BEGIN", "TURN", "BOARD", "DONE", "TAKEBACK",
+            "PLAY", "INFO", "ABOUT", "END", "SWAP2BOARD", "PUT"]
+_COMMAND = st.builds(lambda cmd, lower, sep, arg: (cmd.lower() if lower else cmd) + sep + arg,
+                     st.sampled_from(COMMANDS), st.booleans(),
+                     st.sampled_from([" ", "  ", "\t", "", " \x00"]),
+                     st.one_of(_COORD, _NUM, _INFO, st.text(max_size=16)))
+LINE = st.one_of(st.text(max_size=40), _COMMAND, _BOARD, _COORD)
+ANSWER = re.compile(r'OK|(ERROR|UNKNOWN|MESSAGE) .+|[0-9]+,[0-9]+|name="az_jax", .+')
+
+
+@pytest.fixture(scope="module")
+def light_brain():
+    out = []
+    return gomocup.Brain(FirstLegal(envs.make("gomoku", size=N)), out.append, sims=1), out
+
+
+def _still_plays(brain, out):
+    if brain.board_lines is not None:
+        brain.handle("DONE")  # ends a BOARD that the junk opened
+    for line, expected in [("START 9", ["OK"]), ("PLAY 4,4", ["4,4"]), ("TURN 0,0", ["1,0"])]:
+        out.clear()
+        assert brain.handle(line) and out == expected, (line, out)
+
+
+@given(lines=st.lists(LINE, min_size=1, max_size=8))
+def test_gomocup_lines_in_process(light_brain, lines):
+    """Each line gets its one answer (INFO, BOARD and lines inside BOARD may get none), on
+    one ASCII line; only END ends the brain; a game still works after the junk."""
+    brain, out = light_brain
+    for line in lines:
+        text = line.strip()
+        in_board = brain.board_lines is not None
+        word = (text.split() or [""])[0] if in_board else text.partition(" ")[0]
+        out.clear()
+        going = brain.handle(line)
+        assert going == (word.upper() != "END"), (line, out)
+        for answer in out:
+            assert ANSWER.fullmatch(answer) and answer.isascii(), (line, answer)
+            assert "internal error" not in answer, (line, answer)
+        answers = [a for a in out if not a.startswith("MESSAGE")]
+        if not text:
+            assert not out
+        elif in_board or word.upper() in ("INFO", "BOARD", "END"):
+            assert len(answers) <= 1, (line, out)
+        else:
+            assert len(answers) == 1, (line, out)
+    _still_plays(brain, out)
+
+
+def test_gomocup_board_numbers_too_long(light_brain):
+    """Found by the fuzz: a BOARD line with 5000 digits was a traceback that ended the brain
+    (int() refuses > 4300 digits, outside the ERROR handler)."""
+    brain, out = light_brain
+    out.clear()
+    for line in ["START 9", "BOARD", "9" * 5000 + ",1,1"]:
+        brain.handle(line)
+    assert out[0] == "OK" and out[1].startswith("ERROR cannot read BOARD line '99999")
+    assert len(out[1]) < 200
+    _still_plays(brain, out)
+
+
+_RAW_LINES = [b"\xff\xfe", b"TURN \xff,3", b"\x00\x00", b"A" * 100_000, b"TURN " + b"9" * 5000
+              + b",1", b"START \xc3\x28", b"", b" \t ", b"INFO timeout_turn 999999999999999999999",
+              b"INFO", b"TURN 4,4\rTURN 5,5", b"\xef\xbb\xbfABOUT", b"\xe2\x82", b"TAKEBACK -1,-1"]
+_SKIP = {"END", "BOARD", "ABOUT", "START", "RECTSTART"}  # they would answer other than ERROR
+
+
+def _exchange(brain, lines: list[bytes]) -> list[str]:
+    """Sends raw lines, then ABOUT; returns the answers before ABOUT's."""
+    brain.proc.stdin.flush()
+    brain.proc.stdin.buffer.write(b"".join(line + b"\r\n" for line in lines) + b"ABOUT\r\n")
+    brain.proc.stdin.buffer.flush()
+    answers = []
+    while not (answer := brain.answer(timeout=120)).startswith('name="az_jax"'):
+        answers.append(answer)
+    return answers
+
+
+@share(0.4)
+@given(lines=st.lists(st.binary(max_size=60).map(lambda b: re.sub(rb"[\r\n]", b" ", b)),
+                      max_size=6))
+def test_gomocup_subprocess_bytes(brain, lines):
+    """Random bytes (not UTF-8 too) on the real brain's stdin, before START: each line is
+    answered with ERROR or UNKNOWN (or nothing: empty, INFO), then ABOUT still answers."""
+    for line in lines:
+        text = line.decode("utf-8", "replace").strip()
+        assume(text.partition(" ")[0].upper() not in _SKIP)
+        assume((text.split() or [""])[0].upper() not in _SKIP)
+    for answer in _exchange(brain, lines):
+        assert re.fullmatch(r"(ERROR|UNKNOWN) .+", answer) and "internal" not in answer, answer
+    assert brain.proc.poll() is None
+
+
+def test_gomocup_subprocess_junk_then_a_game(brain):
+    answers = _exchange(brain, _RAW_LINES)
+    assert len(answers) >= len(_RAW_LINES) - 5  # "", " \t ", INFO lines: no answer; \r: two
+    for answer in answers:
+        assert re.fullmatch(r"(ERROR|UNKNOWN) .+", answer) and len(answer) < 300, answer
+    assert brain.ask("START 9", timeout=600) == "OK"  # compiles the search (once)
+    for line, start in [(b"TURN 9,0", "ERROR 9,0 is off the 9x9 board"),
+                        (b"TURN " + b"1" * 5000 + b",1", "ERROR cannot read coordinates '1111"),
+                        (b"INFO time_left soon", "ERROR INFO time_left needs an integer"),
+                        ("TURN \u0663,\u0663".encode(), "ERROR cannot read coordinates"),
+                        ("\u0663,\u0663".encode(), "UNKNOWN")]:
+        assert _exchange(brain, [line])[0].startswith(start), line
+    for line in ["BOARD", "9" * 5000 + ",1,1", "junk", "4,4,2"]:
+        brain.send(line)
+    assert brain.answer().startswith("ERROR cannot read BOARD line '9999")
+    assert brain.answer().startswith("ERROR cannot read BOARD line 'junk'")
+    x, y = map(int, brain.ask("DONE").split(","))
+    assert (x, y) != (4, 4) and 0 <= x < N and 0 <= y < N
+    brain.send("END")
+    assert brain.proc.wait(timeout=60) == 0
+    assert "Traceback" not in "\n".join(brain.stderr)
+
+
+# =========================================================================== web
+@pytest.fixture(scope="module")
+def server(run):
+    agent = agent_lib.Agent.load(workdir=run, num_simulations=1)
+    agent.warmup(1)
+    srv = web.make_server(agent, "127.0.0.1", 0, sims=1, max_sims=1, max_games=20)
+    thread = web.serve_in_thread(srv)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=10)
+
+
+def request(server, method: str, path: str, body: bytes | None = None, headers=None):
+    """(status, JSON) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
+def raw(server, data: bytes, half_close: bool = False) -> tuple[int, dict]:
+    """Sends bytes as they are; (status, JSON) of the answer."""
+    with socket.create_connection(server.server_address[:2], timeout=60) as s:
+        s.sendall(data)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            buf += chunk
+            head, sep, body = buf.partition(b"\r\n\r\n")
+            m = re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head)
+            if not chunk or (sep and m and len(body) >= int(m.group(1))):
+                break
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+def _new_game(server) -> str:
+    status, game = request(server, "POST", "/api/new", b'{"human": 0}')
+    assert status == 200, game
+    return game["game_id"]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
+                                                               max_size=3), max_leaves=8)
+_FIELDS = st.fixed_dictionaries({}, optional={
+    "game_id": st.sampled_from(["<GAME>", "nope", ""]) | _JSON,
+    "action": st.integers(-3, N * N + 3) | st.integers() | _JSON,
+    "move": st.sampled_from(["E5", "A1", "J9", "e5", "Z0", "", "5E", "E 5"]) | st.text(max_size=40)
+    | _JSON,
+    "sims": st.integers(-2, 3) | _JSON,
+    "human": st.sampled_from([0, 1, 2, -1, "first", "second", "black", "white", "x" * 40]) | _JSON,
+})
+BODY = st.one_of(
+    _FIELDS.map(lambda d: json.dumps(d).encode()), _JSON.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=80), st.text(max_size=40).map(str.encode),
+    st.sampled_from([b"[" * 50_000, b'{"sims": ' + b"9" * 5000 + b"}", b"NaN", b'{"sims": NaN}',
+                     b'{"action": 1e999}', b"\xef\xbb\xbf{}", b'{"human": 0, "human": "x"}',
+                     b'{"game_id": "<GAME>", "action": ' + b"4" * 4000 + b"}"]))
+ENDPOINTS = ["/api/new", "/api/move", "/api/undo", "/api/hint"]
+
+
+@share(0.6)
+@given(path=st.sampled_from(ENDPOINTS), body=BODY)
+def test_web_post_bodies(server, path, body):
+    """Any body to any POST endpoint: 200, or a 4xx with a JSON error message."""
+    body = body.replace(b'"<GAME>"', json.dumps(_new_game(server)).encode())
+    status, data = request(server, "POST", path, body, {"Content-Type": "application/json"})
+    assert isinstance(data, dict), (status, data)
+    if status != 200:
+        assert 400 <= status < 500, (status, data)
+        assert isinstance(data.get("error"), str) and 0 < len(data["error"]) < 500, data
+
+
+HEADERS = {  # request bytes -> (status, words of the error)
+    b"POST /api/new HTTP/1.1\r\n\r\n{}": (411, "Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: abc\r\n\r\n{}": (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: -1\r\n\r\n{}": (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: +2\r\n\r\n{}": (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: 0_2\r\n\r\n{}": (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: \xd9\xa2\r\n\r\n{}": (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{} ":
+        (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: " + b"9" * 25 + b"\r\n\r\n{}": (413, "too large"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n{}":
+        (400, "bad Content-Length"),
+    b"POST /api/new HTTP/1.1\r\nContent-Length: 5\r\n\r\n" + b'{"human": 0}':
+        (400, "not valid JSON"),
+    b"POST /api/new HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n":
+        (411, "chunked"),
+    b"POST /api/new?" + b"&".join(b"a=%d" % i for i in range(30)) + b" HTTP/1.1\r\n"
+        b"Content-Length: 2\r\n\r\n{}": (400, "cannot read the URL"),
+    b"GET http://[x/api/info HTTP/1.1\r\n\r\n": (400, "cannot read the URL"),
+    b"\x00\xff junk\r\n\r\n": (400, "Bad HTTP/0.9 request"),  # with a status line, too
+    b"GARBAGE\r\n\r\n": (400, "Bad request syntax"),
+}
+
+
+@pytest.mark.parametrize("data", list(HEADERS), ids=range(len(HEADERS)))
+def test_web_bad_headers(server, data):
+    status, answer = raw(server, data)
+    assert (status, True) == (HEADERS[data][0], HEADERS[data][1] in answer["error"]), answer
+
+
+def test_web_short_bodies_and_silent_clients(server):
+    # Shorter than its Content-Length, then the client stops sending: 400, at once.
+    t0 = time.monotonic()
+    status, answer = raw(server, b"POST /api/new HTTP/1.1\r\nContent-Length: 100\r\n\r\n{}",
+                         half_close=True)
+    assert status == 400 and "shorter" in answer["error"] and time.monotonic() - t0 < 30
+    # A client that promises a body and sends nothing more holds only its own connection.
+    with socket.create_connection(server.server_address[:2], timeout=60) as silent:
+        silent.sendall(b"POST /api/move HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+        t0 = time.monotonic()
+        gid = _new_game(server)
+        status, state = request(server, "POST", "/api/move",
+                                json.dumps({"game_id": gid, "move": "E5"}).encode())
+        assert status == 200 and state["moves"][0] == "E5" and len(state["moves"]) == 2
+        assert time.monotonic() - t0 < 30
+    assert request(server, "GET", "/api/info")[0] == 200
