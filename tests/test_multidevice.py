@@ -65,7 +65,7 @@ def _worker(out_dir: str) -> None:
     initial = jax.tree.leaves(setup.initial(init_key)[0].params)
     final = np.load(Path(out_dir) / "params1.npz")
     report["moved"] = max(float(np.abs(np.asarray(a) - final[k]).max())
-                          for a, k in zip(initial, final.files))
+                          for a, k in zip(initial, final.files, strict=True))
     leaf = jax.tree.leaves(train_state.params)[0]
     report["params_replicated"] = bool(leaf.sharding.is_fully_replicated)
     report["params_devices"] = len(leaf.sharding.device_set)
@@ -91,7 +91,7 @@ def test_four_devices_train_like_one(result):
     assert report["games1"] == report["games4"] > 0
     assert report["loss4"] == pytest.approx(report["loss1"], rel=1e-4, abs=1e-5)
     assert len(p1) == len(p4) > 0
-    for a, b in zip(p1, p4):
+    for a, b in zip(p1, p4, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # The run trained: the parameters moved away from their initial values.
     assert report["moved"] > 1e-3
