@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import envs
 from envs.testing import api_test
+from tests.openspiel_ref import SpielRef
 
 ENV = envs.make("connect4")
 INIT = jax.jit(ENV.init)
@@ -150,24 +151,9 @@ def test_draw_in_any_column_order(check_trajectory, order):
 
 
 # ------------------------------------------------------------------ vs OpenSpiel
-class _SpielConnectFour:
+class _SpielConnectFour(SpielRef):
     """OpenSpiel connect_four. Actions are columns as ours; its observation planes
     (x, o, empty) have row 0 at the bottom, so the board is flipped to compare."""
-
-    def __init__(self, game):
-        self.s = game.new_initial_state()
-
-    def legal(self):
-        return self.s.legal_actions()
-
-    def to_move(self):
-        return self.s.current_player()
-
-    def play(self, action):
-        self.s.apply_action(action)
-
-    def outcome(self):
-        return tuple(self.s.returns()) if self.s.is_terminal() else None
 
     def board(self):
         x, o, _ = np.asarray(self.s.observation_tensor(0)).reshape(3, 6, 7)[:, ::-1]

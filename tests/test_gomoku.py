@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import envs
 from envs.gomoku import Gomoku
 from envs.testing import api_test
+from tests.openspiel_ref import SpielRef
 
 
 @functools.cache
@@ -254,24 +255,9 @@ def test_random_sequences(check_trajectory, rule, actions):
 
 
 # ------------------------------------------------------- vs OpenSpiel and renju
-class _SpielGomoku:
+class _SpielGomoku(SpielRef):
     """OpenSpiel `gomoku`: five or more in a row wins (freestyle); actions row * N + col as
     ours; observation planes (black, white, empty) in the same order as our board."""
-
-    def __init__(self, game, size):
-        self.s, self.size = game.new_initial_state(), size
-
-    def legal(self):
-        return self.s.legal_actions()
-
-    def to_move(self):
-        return self.s.current_player()
-
-    def play(self, action):
-        self.s.apply_action(action)
-
-    def outcome(self):
-        return tuple(self.s.returns()) if self.s.is_terminal() else None
 
     def board(self):
         black, white, _ = np.asarray(self.s.observation_tensor(0)).reshape(3, -1)
@@ -333,7 +319,7 @@ def test_openspiel_gomoku_is_freestyle():
     params = pyspiel.load_game("gomoku").get_parameters()
     assert params == {"anti": False, "connect": 5, "dims": 2, "size": 15, "wrap": False}
     game = pyspiel.load_game("gomoku", {"size": 9})
-    ref = _SpielGomoku(game, 9)
+    ref = _SpielGomoku(game)
     for a in alternate([0, 1, 2, 4, 5, 3], [80, 71, 62, 53, 44]):  # black's six on row 0
         ref.play(a)
     assert ref.outcome() == (1.0, -1.0)
@@ -344,7 +330,7 @@ def test_freestyle_matches_openspiel(differential, size, num_games):
     pyspiel = pytest.importorskip("pyspiel")
     game = pyspiel.load_game("gomoku", {"size": size})
     env = env_and_step(size, "freestyle")[0]
-    stats = differential(env, lambda: _SpielGomoku(game, size), num_games, seed=size)
+    stats = differential(env, lambda: _SpielGomoku(game), num_games, seed=size)
     assert stats["p0"] and stats["p1"], stats
 
 

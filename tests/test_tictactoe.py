@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import envs
 from envs.testing import api_test
+from tests.openspiel_ref import SpielRef
 
 ENV = envs.make("tictactoe")
 INIT = jax.jit(ENV.init)
@@ -115,27 +116,9 @@ def test_random_sequences(check_trajectory, actions):
 
 
 # ------------------------------------------------------------------ vs OpenSpiel
-class _SpielTicTacToe:
-    """OpenSpiel tic_tac_toe: the same action numbering (row * 3 + col, row 0 at the top)."""
-
-    def __init__(self, game):
-        self.s = game.new_initial_state()
-
-    def legal(self):
-        return self.s.legal_actions()
-
-    def to_move(self):
-        return self.s.current_player()
-
-    def play(self, action):
-        self.s.apply_action(action)
-
-    def outcome(self):
-        return tuple(self.s.returns()) if self.s.is_terminal() else None
-
-
 def test_matches_openspiel(differential):
     pyspiel = pytest.importorskip("pyspiel")
     game = pyspiel.load_game("tic_tac_toe")
-    stats = differential(ENV, lambda: _SpielTicTacToe(game), num_games=2000, seed=1)
+    # The same action numbering (row * 3 + col, row 0 at the top); no board to compare.
+    stats = differential(ENV, lambda: SpielRef(game), num_games=2000, seed=1)
     assert stats["p0"] and stats["p1"] and stats["draw"], stats
