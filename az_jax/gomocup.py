@@ -369,14 +369,11 @@ def _serve(args, stdin, out) -> int:
         if value is not None and value < 1:
             print(f"error: --{name} must be >= 1", file=sys.stderr)
             return 2
-    try:
-        agent = agent_lib.Agent.load(workdir=args.workdir, checkpoint=args.checkpoint,
-                                     model=args.model, num_simulations=args.chunk,
-                                     seed=args.seed)
-        brain = Brain(agent, write, chunk=args.chunk, sims=args.sims, turn_ms=args.turn_ms)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    loaded = cli.load_agent(args, args.chunk, lambda agent: Brain(
+        agent, write, chunk=args.chunk, sims=args.sims, turn_ms=args.turn_ms))
+    if loaded is None:
         return 2
+    agent, brain = loaded
     print(f"az_jax gomocup brain: {agent.description}", file=sys.stderr, flush=True)
     while True:
         line = stdin.readline()

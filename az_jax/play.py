@@ -239,14 +239,11 @@ def main(argv=None, read=None, write=print) -> int:
     if args.sims is not None and args.sims < 1:
         print(f"error: --sims must be >= 1, got {args.sims}", file=sys.stderr)
         return 2
-    try:
-        agent = agent_lib.Agent.load(workdir=args.workdir, checkpoint=args.checkpoint,
-                                     model=args.model, num_simulations=args.sims,
-                                     seed=args.seed)
-        human = None if args.ai_vs_ai else agent_lib.parse_side(agent.env, args.human_color)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    loaded = cli.load_agent(args, args.sims, lambda agent: (
+        None if args.ai_vs_ai else agent_lib.parse_side(agent.env, args.human_color)))
+    if loaded is None:
         return 2
+    agent, human = loaded
     write(f"model: {agent.description}")
     write("compiling the search (once per simulation count)...")
     game = TerminalGame(agent, human, agent.num_simulations, top=args.top, delay=args.delay,

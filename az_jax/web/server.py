@@ -505,16 +505,12 @@ def main(argv=None) -> int:
     if args.sims is not None and not 1 <= args.sims <= args.max_sims:
         print(f"error: --sims must be in 1..--max-sims ({args.max_sims})", file=sys.stderr)
         return 2
-    try:
-        agent = agent_lib.Agent.load(workdir=args.workdir, checkpoint=args.checkpoint,
-                                     model=args.model, num_simulations=args.sims,
-                                     seed=args.seed)
-        server = make_server(agent, args.host, args.port, sims=agent.num_simulations,
-                             max_sims=args.max_sims, max_games=args.max_games,
-                             quiet=not args.verbose)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    loaded = cli.load_agent(args, args.sims, lambda agent: make_server(
+        agent, args.host, args.port, sims=agent.num_simulations, max_sims=args.max_sims,
+        max_games=args.max_games, quiet=not args.verbose))
+    if loaded is None:
         return 2
+    agent, server = loaded
     print(f"model: {agent.description}", flush=True)
     if not args.no_warmup:
         print("compiling the search...", end=" ", flush=True)
