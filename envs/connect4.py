@@ -7,8 +7,8 @@ The board is stored with row 0 at the top; a stone falls to the lowest empty row
 Observation float32[6, 7, 3], from the mover's point of view (row 0 at the top):
   0: the mover's stones, 1: the opponent's stones, 2: all ones if the mover is X (player 0).
 
-Win detection looks only at the four lines through the stone just dropped (the helpers are
-shared with gomoku.py: Connect Four is four-in-a-row with gravity).
+Win detection looks only at the four lines through the stone just dropped (the helpers in
+core.py are shared with gomoku.py: Connect Four is four-in-a-row with gravity).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import core
-from envs.gomoku import any_of, line_cells, run_lengths
 
 ROWS, COLS = 6, 7
 _EMPTY = -1
 # Cells on the 4 lines through each cell, up to 3 away: int32/bool[42, 4, 2, 3].
-_LINE_CELLS, _LINE_ON_BOARD = line_cells(ROWS, COLS, reach=3)
+_LINE_CELLS, _LINE_ON_BOARD = core.line_cells(ROWS, COLS, reach=3)
 
 
 class Game(NamedTuple):
@@ -55,7 +54,7 @@ class Connect4(core.Env):
         cell = row * COLS + action
         board = state.game.board.reshape(-1).at[cell].set(stone)
         same = jnp.asarray(_LINE_ON_BOARD)[cell] & (board[jnp.asarray(_LINE_CELLS)[cell]] == stone)
-        won = any_of([run >= 4 for run in run_lengths(same)])
+        won = core.any_of([run >= 4 for run in core.run_lengths(same)])
         board = board.reshape(ROWS, COLS)
         legal = board[0] == _EMPTY
         return state.replace(

@@ -20,6 +20,8 @@ Player 0 always moves first (black, X, goats); `current_player` is a colour.
 from __future__ import annotations
 
 import abc
+import functools
+import operator
 from typing import Any, ClassVar
 
 import jax
@@ -202,6 +204,56 @@ class Env(abc.ABC):
 
 
 # ---------------------------------------------------------------- shared helpers
+# Lines through one stone (Gomoku, Connect4): tables built on the host, a gather under jit.
+# (row step, col step) of the four line directions: horizontal, vertical, both diagonals.
+_LINE_DIRS = np.array([[0, 1], [1, 0], [1, 1], [1, -1]], np.int32)
+
+
+def line_cells(height: int, width: int, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cells on the 4 lines through every cell, up to `reach` away on each side (host side).
+
+    Returns:
+      cells int32[H * W, 4, 2, reach]: flat index (row * W + col) of the cell k + 1 steps away
+        from cell `a` along direction d (horizontal, vertical, diagonal, anti-diagonal) on
+        side s (+, -); 0 where that is off the board.
+      on_board bool[H * W, 4, 2, reach]: False where the cell is off the board.
+    """
+    side = np.array([1, -1])[:, None] * np.arange(1, reach + 1)  # [2, reach]
+    cell = np.arange(height * width)
+    rows = (cell // width)[:, None, None, None] + _LINE_DIRS[:, 0, None, None] * side
+    cols = (cell % width)[:, None, None, None] + _LINE_DIRS[:, 1, None, None] * side
+    on_board = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+    return np.where(on_board, rows * width + cols, 0).astype(np.int32), on_board
+
+
+def run_lengths(same: jax.Array) -> list[jax.Array]:
+    """Lengths of the 4 runs through a stone, from which neighbours hold the same colour.
+
+    Unrolled on purpose: under `vmap` these are a few elementwise ops across the batch,
+    where `cumprod`/`sum` over such tiny axes cost more than the gather itself on CPU.
+
+    Args:
+      same: bool[4, 2, reach], as `line_cells`, True where the cell holds the mover's stone.
+    Returns:
+      4 int32[] run lengths (>= 1; `2 * reach + 1` means "at least that long").
+    """
+    runs = []
+    for d in range(same.shape[0]):
+        run = jnp.int32(1)
+        for s in range(2):
+            unbroken = jnp.bool_(True)
+            for k in range(same.shape[2]):
+                unbroken = unbroken & same[d, s, k]
+                run = run + unbroken
+        runs.append(run)
+    return runs
+
+
+def any_of(flags: list[jax.Array]) -> jax.Array:
+    """Logical or of a short list of bool[] (an unrolled `jnp.any`)."""
+    return functools.reduce(operator.or_, flags)
+
+
 def dihedral_symmetries(obs: Array, policy: Array, height: int, width: int):
     """The 8 transforms of the dihedral group D4 for a square board.
 

@@ -19,8 +19,6 @@ Win detection looks only at the four lines through the last stone (a fixed-size 
 
 from __future__ import annotations
 
-import functools
-import operator
 from typing import NamedTuple
 
 import jax
@@ -32,59 +30,12 @@ from envs import core
 RULES = ("freestyle", "standard")
 MIN_SIZE, MAX_SIZE = 5, 19
 _EMPTY = -1
-# (row step, col step) of the four line directions: horizontal, vertical, both diagonals.
-_DIRS = np.array([[0, 1], [1, 0], [1, 1], [1, -1]], np.int32)
 _REACH = 5  # cells looked at on each side: enough to tell exactly five from an overline
 
 
 class Game(NamedTuple):
     board: jax.Array  # int8[N * N]  -1 empty, else the player (0 = black, 1 = white)
     last: jax.Array  # int32[]      action of the last stone, -1 before the first
-
-
-def line_cells(height: int, width: int, reach: int) -> tuple[np.ndarray, np.ndarray]:
-    """The cells on the 4 lines through every cell, up to `reach` away on each side (host side).
-
-    Returns:
-      cells int32[H * W, 4, 2, reach]: flat index (row * W + col) of the cell k + 1 steps away
-        from cell `a` along direction d (horizontal, vertical, diagonal, anti-diagonal) on
-        side s (+, -); 0 where that is off the board.
-      on_board bool[H * W, 4, 2, reach]: False where the cell is off the board.
-    """
-    side = np.array([1, -1])[:, None] * np.arange(1, reach + 1)  # [2, reach]
-    cell = np.arange(height * width)
-    rows = (cell // width)[:, None, None, None] + _DIRS[:, 0, None, None] * side
-    cols = (cell % width)[:, None, None, None] + _DIRS[:, 1, None, None] * side
-    on_board = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
-    return np.where(on_board, rows * width + cols, 0).astype(np.int32), on_board
-
-
-def run_lengths(same: jax.Array) -> list[jax.Array]:
-    """Lengths of the 4 runs through a stone, from which neighbours hold the same colour.
-
-    Unrolled on purpose: under `vmap` these are a few elementwise ops across the batch,
-    where `cumprod`/`sum` over such tiny axes cost more than the gather itself on CPU.
-
-    Args:
-      same: bool[4, 2, reach], as `line_cells`, True where the cell holds the mover's stone.
-    Returns:
-      4 int32[] run lengths (>= 1; `2 * reach + 1` means "at least that long").
-    """
-    runs = []
-    for d in range(same.shape[0]):
-        run = jnp.int32(1)
-        for s in range(2):
-            unbroken = jnp.bool_(True)
-            for k in range(same.shape[2]):
-                unbroken = unbroken & same[d, s, k]
-                run = run + unbroken
-        runs.append(run)
-    return runs
-
-
-def any_of(flags: list[jax.Array]) -> jax.Array:
-    """Logical or of a short list of bool[] (an unrolled `jnp.any`)."""
-    return functools.reduce(operator.or_, flags)
 
 
 class Gomoku(core.Env):
@@ -113,7 +64,7 @@ class Gomoku(core.Env):
         self.num_actions = self.size * self.size
         self.observation_shape = (self.size, self.size, 4)
         # Static lookup tables (numpy; baked into the jitted program as constants).
-        self._line_cells, self._line_on_board = line_cells(self.size, self.size, _REACH)
+        self._line_cells, self._line_on_board = core.line_cells(self.size, self.size, _REACH)
 
     @property
     def params(self):
@@ -132,11 +83,11 @@ class Gomoku(core.Env):
         # The 4 lines through the new stone only: a fixed gather of 4 * 2 * 5 cells.
         cells = jnp.asarray(self._line_cells)[action]
         same = jnp.asarray(self._line_on_board)[action] & (board[cells] == stone)
-        runs = run_lengths(same)
+        runs = core.run_lengths(same)
         if self.rule == "freestyle":
-            won = any_of([run >= 5 for run in runs])
+            won = core.any_of([run >= 5 for run in runs])
         else:  # "standard": exactly five; an overline in one line does not spoil a five in another
-            won = any_of([run == 5 for run in runs])
+            won = core.any_of([run == 5 for run in runs])
         full = state.step_count + 1 >= self.num_actions  # every legal ply fills one point
         return state.replace(
             game=Game(board=board, last=action),
