@@ -27,6 +27,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
   checkpoint:latest-K    the newest checkpoint at least K iterations older than the latest
   checkpoint:ITER        the checkpoint of iteration ITER
   checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default)
+  baghchal-minimax:D     the PyPI baghchal package's minimax engine at depth D (Bagh-Chal
+                         only; a host-side Python loop, see az_jax/external.py)
 
 Each match plays --games games, half with each colour; the score is (W + D/2) / games with
 a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
@@ -93,9 +95,9 @@ def run(args) -> None:
     workdir = Path(args.workdir).expanduser()
     if not workdir.is_dir():
         raise FileNotFoundError(f"no workdir {workdir}: pass the --workdir of a training run")
-    from az_jax import arena
+    from az_jax import arena, external
 
-    opponents = arena.parse_opponents(args.against) if args.against is not None else None
+    opponents = external.parse_opponents(args.against) if args.against is not None else None
     if args.games is not None and args.games < 2:
         raise ValueError(f"--games={args.games}: play at least 2 games")
     if args.sims is not None and args.sims < 1:
@@ -122,7 +124,7 @@ def run(args) -> None:
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")
     if opponents is None:
-        opponents = arena.parse_opponents(config.eval.opponents)
+        opponents = external.parse_opponents(config.eval.opponents)
     sims = int(args.sims or config.eval.num_simulations)
     games = int(args.games or config.eval.num_games)
     opening = (args.opening_plies if args.opening_plies is not None
@@ -131,10 +133,14 @@ def run(args) -> None:
     factory = arena.AgentFactory(env, restored.net, search, str(workdir))
     label = f"iter-{restored.iteration}"
     me = factory.network(restored.variables, label, sims)
-    others = [factory.build(o, variables=restored.variables, label=label, sims=sims)
-              for o in opponents]  # resolves checkpoints now: errors before any game
+    others = [external.make_engine(o, env) if isinstance(o, external.ExternalOpponent)
+              else factory.build(o, variables=restored.variables, label=label, sims=sims)
+              for o in opponents]  # resolves checkpoints and engines now: errors before any game
     runner = arena.MatchRunner(env, games, batch_size=args.batch_size,
                                opening_plies=int(opening))
+    # External engines play the same number of games, in a host-side loop.
+    host_runner = external.ExternalMatchRunner(env, runner.num_games,
+                                               opening_plies=int(opening))
     print(f"{workdir}: {env!r} {env.version}, checkpoint {restored.iteration}; "
           f"network under test: {me.name}", flush=True)
     if runner.num_games != games:
@@ -153,8 +159,14 @@ def run(args) -> None:
     for i, other in enumerate(others):
         if bar is not None:
             bar.set_postfix_str(f"vs {other.name}")
-        results.append(runner.play(me, other, jax.random.fold_in(key, i),
-                                   progress=None if bar is None else bar.update))
+        update = None if bar is None else bar.update
+        if isinstance(other, external.Engine):
+            on_ply = None if bar is None else (
+                lambda t, name=other.name: bar.set_postfix_str(f"vs {name}, ply {t}"))
+            results.append(host_runner.play(me, other, jax.random.fold_in(key, i),
+                                            progress=update, on_ply=on_ply))
+        else:
+            results.append(runner.play(me, other, jax.random.fold_in(key, i), progress=update))
     if bar is not None:
         bar.close()
     if results:

@@ -1,0 +1,124 @@
+"""External engines (az_jax/external.py): the Bagh-Chal move conversion against the PyPI
+`baghchal` package, a short host-side match against its minimax engine, and the errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import envs
+from az_jax import arena, evaluate, external
+
+_cwd = os.getcwd()
+import baghchal.env as ref  # noqa: E402  (changes the working directory on import)
+
+os.chdir(_cwd)
+
+env = envs.make("baghchal")
+step = jax.jit(env.step)
+TO_REF, FROM_REF = external.baghchal_move_tables(env)
+
+
+def _random_game(rng):
+    """One game: random goats, tigers that mostly avoid captures (so that games reach the
+    movement phase) and capture sometimes. Returns ([(state, action)], final state)."""
+    state, plies = env.init(jax.random.PRNGKey(0)), []
+    while not (bool(state.terminated) or bool(state.truncated)):
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+        quiet = legal[legal < 225]
+        if int(state.current_player) == 1 and quiet.size and rng.random() < 0.85:
+            legal = quiet
+        action = int(rng.choice(legal))
+        plies.append((state, action))
+        state = step(state, action)
+    return plies, state
+
+
+def test_move_tables_cover_every_action_once():
+    assert len(set(FROM_REF.values())) == sum(1 for a in range(env.num_actions)
+                                             if "(" not in env.action_to_str(a))
+    for (a, _), move in TO_REF.items():
+        assert FROM_REF[move] == a
+    # Hand-checked: A5 is the package's (1, 1), E1 its (5, 5); C3 is (3, 3).
+    assert TO_REF[env.parse_action("C3"), 0] == "G33"
+    assert TO_REF[env.parse_action("A5-B4"), 1] == "B1122"
+    assert TO_REF[env.parse_action("A1-C3"), 1] == "Bx5133"
+
+
+def test_legal_moves_match_the_package_on_random_games():
+    """At every ply of a few random games, our legal actions converted to the package's
+    strings are exactly the package's legal moves, and the results agree."""
+    rng = np.random.default_rng(0)
+    plies, movement_plies = 0, 0
+    for _ in range(4):
+        board = ref.Board()
+        history, final = _random_game(rng)
+        for state, action in history:
+            player = int(state.current_player)
+            legal = {TO_REF[a, player] for a in np.flatnonzero(state.legal_action_mask)}
+            assert legal == board.possible_moves(), f"ply {plies}"
+            assert not board.is_game_over()
+            board.move(TO_REF[action, player])
+            plies += 1
+            movement_plies += int(state.game.placed) >= 20
+        assert board.is_game_over() == bool(final.terminated)
+        if board.is_game_over():
+            winner = {"G": 0, "B": 1, 0: None}[board.winner()]
+            rewards = np.asarray(final.rewards)
+            assert winner == (None if rewards[0] == 0 else int(rewards[1] > 0))
+    assert movement_plies > 50, movement_plies  # the goats' moves were covered too
+
+
+def test_a_match_against_minimax_completes():
+    """Random goats/tigers against depth-1 minimax: 2 games, one per side. The engine as
+    tigers captures whatever random goats leave hanging, so it wins that game."""
+    engine = external.make_engine(external.parse_opponent("baghchal-minimax:1"), env)
+    runner = external.ExternalMatchRunner(env, 2, opening_plies=2)
+    me = arena.AgentFactory(env).random()
+    ended = []
+    result = runner.play(me, engine, jax.random.PRNGKey(3), progress=ended.append)
+    assert result.player == "random" and result.opponent == "baghchal-minimax:1"
+    assert result.first.games == 1 and result.second.games == 1 and sum(ended) == 2
+    assert result.first == arena.WDL(0, 0, 1), result  # random goats lose
+    assert result.unfinished == 0 and 2 < result.mean_plies <= env.max_steps
+    # Deterministic: the same key gives the same games.
+    again = runner.play(me, engine, jax.random.PRNGKey(3))
+    assert (again.first, again.second, again.mean_plies) == (
+        result.first, result.second, result.mean_plies)
+
+
+def test_engine_rejects_a_move_it_cannot_mirror():
+    game = external.baghchal_minimax(env, 1).new_game()
+    game.push(env.parse_action("C3"))  # goats place
+    with pytest.raises(ValueError, match="not a move of player 1"):
+        game.push(env.parse_action("B2"))  # a placement for the tigers
+    with pytest.raises(ValueError, match="the package rejects"):
+        game.push(env.parse_action("A1-C3"))  # a jump over nothing
+
+
+def test_parse_and_errors(monkeypatch):
+    assert external.is_external("baghchal-minimax:2") and not external.is_external("mcts:2")
+    opps = external.parse_opponents("random, baghchal-minimax:02,mcts:4")
+    assert [o.name for o in opps] == ["random", "baghchal-minimax:2", "mcts:4"]
+    assert isinstance(opps[1], external.ExternalOpponent) and opps[1].arg == 2
+    for bad, msg in [("baghchal-minimax:0", "must be >= 1"),
+                     ("baghchal-minimax:x", "expected baghchal-minimax:D"),
+                     ("alphabeta", "accepted forms: random.*external engines: baghchal-minimax")]:
+        with pytest.raises(ValueError, match=msg):
+            external.parse_opponents(bad)
+    with pytest.raises(ValueError, match="plays baghchal only, not tictactoe"):
+        external.make_engine(opps[1], envs.make("tictactoe"))
+    monkeypatch.setitem(sys.modules, "baghchal.engine", None)  # as if not installed
+    with pytest.raises(ImportError, match="needs the PyPI package 'baghchal'"):
+        external.make_engine(opps[1], env)
+
+
+def test_evaluate_rejects_an_engine_of_another_game(capsys):
+    code = evaluate.main(["--model", "tictactoe", "--against", "baghchal-minimax:2",
+                          "--games", "2", "--quiet"])
+    assert code == 2
+    assert "plays baghchal only, not tictactoe" in capsys.readouterr().err
