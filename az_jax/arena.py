@@ -53,6 +53,8 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
+from az_jax import parallel
+
 Act = Callable[[Any, Any, jax.Array], jax.Array]
 
 DEFAULT_OPENING_PLIES = 2  # random plies at the start of evaluation games (paired)
@@ -655,7 +657,8 @@ class MatchRunner:
         fn = self.match_fn(agent_a, agent_b)
         # One placement for every parameter set (replicated training state, restored
         # checkpoints, ...): jit specialises on input shardings, so mixing them recompiles.
-        params_a, params_b = jax.device_put((agent_a.params, agent_b.params), self.device)
+        params_a, params_b = jax.device_put(
+            parallel.local_replica((agent_a.params, agent_b.params)), self.device)
         result = None
         for i in range(self.calls):
             t0 = time.perf_counter()

@@ -10,14 +10,23 @@ Each checkpoint (one per saved iteration) holds:
 Orbax writes into a temporary directory and renames it when complete, so a run killed
 during a save never leaves a checkpoint that `latest` would pick; a directory that fails to
 restore anyway (disk trouble, a hand edit) is skipped with a warning in favour of the
-previous one.
+previous one. A save that fails for lack of space (disk full, quota, file size limit)
+deletes its partial directory and raises `DiskFullError`, naming the last good checkpoint.
+
+With several processes (`jax.distributed`), every process calls `save` and `restore_latest`
+on the same (shared) directory; orbax writes each process's shards and lets process 0
+write the metadata and commit.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import re
+import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,6 +64,72 @@ class Restored(NamedTuple):
     path: str  # the checkpoint directory
 
 
+class DiskFullError(OSError):
+    """A write failed for lack of space; the checkpoints already on disk are intact."""
+
+
+# No space, quota exceeded, file larger than allowed (RLIMIT_FSIZE / filesystem limit).
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _no_space_errno(error: BaseException) -> int | None:
+    """The errno if `error` or anything in its cause chain is a lack of space, else None.
+
+    Python raises OSError; tensorstore (orbax's array writer) raises ValueError with
+    "[os_error_code='28']" or the strerror text in its message.
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _NO_SPACE:
+            return error.errno
+        text = str(error)
+        match = re.search(r"os_error_code='(\d+)'", text)
+        if match and int(match.group(1)) in _NO_SPACE:
+            return int(match.group(1))
+        for code in _NO_SPACE:
+            if os.strerror(code) in text:
+                return code
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full_error(error: BaseException, workdir, doing: str = "") -> DiskFullError | None:
+    """A `DiskFullError` explaining `error` if it is a lack of space, else None.
+
+    The message says what failed (`doing`, e.g. "saving checkpoint 5"), which checkpoint
+    in `workdir` is the last complete one, and how to resume. `save` and `manager` raise
+    it; a front end can use it for any other write of a run (metrics, plots).
+    """
+    if isinstance(error, DiskFullError):
+        return error
+    code = _no_space_errno(error)
+    if code is None:
+        return None
+    directory = Path(workdir).expanduser().absolute() / SUBDIR
+    steps = _complete_steps(directory)
+    if steps:
+        last = (f"The last good checkpoint is iteration {steps[-1]} ({directory / str(steps[-1])}),"
+                " intact")
+        resume = f"resume from iteration {steps[-1]}"
+    else:
+        last, resume = "No checkpoint has been saved yet", "start the run"
+    out = DiskFullError(
+        f"the disk is full: {doing or 'writing'} under {Path(workdir).absolute()} failed "
+        f"({os.strerror(code)}). "
+        f"{last}. Free some space (or use a --workdir on a bigger disk, copying the "
+        f"checkpoints there) and run the same command again to {resume}.")
+    out.errno = code
+    return out
+
+
+def _complete_steps(directory: Path) -> list[int]:
+    """The committed checkpoints on disk (orbax renames a directory to `<step>` when done)."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
 def _options(keep: int) -> ocp.CheckpointManagerOptions:
     policies = [ocp.checkpoint_managers.LatestN(n=max(int(keep), 1)),
                 ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m["score"], n=1,
@@ -79,12 +154,16 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
         return ocp.CheckpointManager(directory, options=opts, item_handlers=_handlers())
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / ".write_test"
+        # One probe per process: on a shared filesystem every host runs this at once.
+        probe = directory / f".write_test.{jax.process_index()}.{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()
     except OSError as e:
+        full = disk_full_error(e, workdir, "creating the checkpoint directory")
+        if full is not None:
+            raise full from e
         raise OSError(f"cannot write checkpoints to {directory}: {e.strerror}. "
-                      "Choose another --workdir or fix its permissions / free space.") from e
+                      "Choose another --workdir or fix its permissions.") from e
     return ocp.CheckpointManager(directory, options=_options(keep), item_handlers=_handlers())
 
 
@@ -98,15 +177,48 @@ def env_meta(env) -> dict:
 
 
 def save(mngr, iteration: int, state: dict, meta: dict, replay=None, score=None) -> None:
-    """Saves one checkpoint synchronously (complete or not at all)."""
+    """Saves one checkpoint synchronously (complete or not at all).
+
+    With several processes, every process must call this (orbax coordinates them).
+
+    Raises:
+      DiskFullError: no space left (or a quota / file size limit); the partial checkpoint is
+        removed and the earlier ones are untouched.
+    """
     items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
     if replay is not None:
         items["replay"] = ocp.args.StandardSave(replay)
     metrics = None if score is None else {"score": float(score)}
     if int(iteration) in mngr.all_steps():  # a damaged one that restore skipped: replace it
         mngr.delete(int(iteration))
-    mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics, force=True)
-    mngr.wait_until_finished()
+    try:
+        mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics,
+                  force=True)
+        mngr.wait_until_finished()
+    except Exception as e:
+        if _no_space_errno(e) is None:
+            raise
+        directory = Path(mngr.directory)
+        if jax.process_index() == 0:  # free the space the partial save took
+            _remove_partial(directory, int(iteration))
+        raise disk_full_error(e, directory.parent, f"saving checkpoint {int(iteration)}") from e
+
+
+def _remove_partial(directory: Path, step: int, quiet_s: float = 1.0, max_s: float = 10.0):
+    """Deletes the temporary directory of a failed save of `step`.
+
+    Orbax gives up on the first error while some of its writes are still in flight, and
+    they can recreate the directory: delete until it stays gone for `quiet_s` (at most
+    `max_s`). Orbax never lists a temporary directory as a checkpoint, and removes any
+    remnant when the next run opens the workdir.
+    """
+    pattern = f"{step}{ocp.utils.TMP_DIR_SUFFIX}*"
+    start = last_seen = time.monotonic()
+    while time.monotonic() - last_seen < quiet_s and time.monotonic() - start < max_s:
+        for partial in directory.glob(pattern):
+            shutil.rmtree(partial, ignore_errors=True)
+            last_seen = time.monotonic()
+        time.sleep(0.05)
 
 
 def read_meta(mngr, step: int) -> dict:

@@ -24,12 +24,41 @@ def make_mesh(devices=None) -> Mesh:
 
 def replicate(mesh: Mesh, tree):
     """Puts every leaf of `tree` on every device."""
-    return jax.device_put(tree, NamedSharding(mesh, PartitionSpec()))
+    return _put(tree, NamedSharding(mesh, PartitionSpec()))
 
 
 def shard(mesh: Mesh, tree):
     """Splits every leaf of `tree` along its leading (batch) axis over `data`."""
-    return jax.device_put(tree, NamedSharding(mesh, PartitionSpec(DATA)))
+    return _put(tree, NamedSharding(mesh, PartitionSpec(DATA)))
+
+
+def _put(tree, sharding: NamedSharding):
+    """`tree` (the same host-local values in every process) as global arrays on `sharding`.
+
+    Not `jax.device_put`: with several processes (jax 0.10), putting an uncommitted
+    single-device array on a replicated sharding that spans processes gives an array whose
+    per-device buffers are themselves global arrays; jit computes on it, but
+    `addressable_shards` raises ("input arrays must have one shard each"), so orbax cannot
+    save it. The output of a jitted identity is a well-formed global array.
+    """
+    return jax.jit(lambda t: t, out_shardings=sharding)(tree)
+
+
+def local_replica(tree):
+    """This process's copy of each replicated array in `tree` (other leaves unchanged).
+
+    With several processes a replicated array spans hosts, and `device_put` onto one local
+    device refuses it; work on one device (evaluation matches) takes the local copy.
+    """
+    def local(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            if not x.is_fully_replicated:
+                raise ValueError(f"array of shape {x.shape} is split over processes "
+                                 f"({x.sharding}); only replicated arrays have a local copy")
+            return x.addressable_data(0)
+        return x
+
+    return jax.tree.map(local, tree)
 
 
 def shard_buffer(mesh: Mesh, buffer_state):

@@ -19,9 +19,16 @@ def use_all_cpu_cores() -> None:
 
 
 def initialize_distributed(coordinator=None, num_processes=None, process_id=None) -> None:
-    """Starts jax.distributed when asked to or when a cluster environment is present.
+    """Starts jax.distributed when asked to or when a multi-process launcher is detected.
 
-    Explicit flags win; otherwise TPU pods and SLURM are detected by JAX itself.
+    Explicit flags win. Otherwise `jax.distributed.initialize()` (which reads the cluster
+    from the environment) runs for: `srun` with several tasks (SLURM), `mpirun` (Open MPI),
+    TPU pods on GKE / Multislice, or any environment when AZ_JAX_DISTRIBUTED=1 (e.g. a
+    Cloud TPU VM slice, where JAX asks the metadata server). A plain process, a one-task
+    SLURM job included, stays single-process.
+
+    Every process must then run the same command on the same (shared) --workdir; see the
+    README, "Devices".
     """
     import jax
 
@@ -30,6 +37,19 @@ def initialize_distributed(coordinator=None, num_processes=None, process_id=None
             raise SystemExit("error: multi-host needs all of --coordinator, --num_processes "
                              "and --process_id")
         jax.distributed.initialize(coordinator, num_processes, process_id)
-    elif any(v in os.environ for v in ("SLURM_JOB_ID", "TPU_WORKER_HOSTNAMES",
-                                       "MEGASCALE_COORDINATOR_ADDRESS")):
+    elif _launcher_detected(os.environ):
         jax.distributed.initialize()
+
+
+def _launcher_detected(env) -> bool:
+    """Whether `env` comes from a launcher of several processes that JAX recognises."""
+    if env.get("AZ_JAX_DISTRIBUTED", "0") not in ("", "0"):
+        return True
+    # The variables JAX's SLURM support reads; they are set for tasks started by srun.
+    slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
+             "SLURM_LOCALID")
+    if all(v in env for v in slurm) and int(env["SLURM_NTASKS"]) > 1:
+        return True
+    if "OMPI_MCA_orte_hnp_uri" in env and int(env.get("OMPI_COMM_WORLD_SIZE", "2")) > 1:
+        return True
+    return any(v in env for v in ("TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS"))

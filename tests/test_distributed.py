@@ -1,6 +1,7 @@
 """Multi-host on localhost: two `train.py` processes joined by `jax.distributed`
 (coordinator on 127.0.0.1), one CPU device each, train a few iterations and write one
-checkpoint (process 0 logs)."""
+checkpoint together (orbax: each process its shards, process 0 the metadata; only process 0
+logs). Run again, both restore it."""
 
 import os
 import socket
@@ -21,25 +22,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug: both processes train, but orbax's multi-process save fails in "
-    "jax_array_handlers._serialize_arrays ('input arrays must have one shard each'); "
-    "remove this mark when fixed"))
-def test_two_processes_train_and_write_one_checkpoint(tmp_path):
-    port = _free_port()
+def _train_two_processes(args, cache):
+    """Runs train.py as processes 0 and 1 of one job; returns their outputs."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
-               PYTHONUNBUFFERED="1")
-    args = [
-        "--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir", str(tmp_path / "run"),
-        "--config.network.channels=8", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=4", "--config.selfplay.batch_size=8",
-        "--config.selfplay.num_plies=4", "--config.train.updates_per_iteration=2",
-        "--config.train.batch_size=8", "--config.replay.min_size=1",
-        "--config.replay.capacity=256", "--config.train.num_iterations=2",
-        "--config.checkpoint.every=2", "--config.eval.every=0", "--config.log.progress=False",
-        "--coordinator", f"127.0.0.1:{port}", "--num_processes", "2",
-    ]
+               JAX_COMPILATION_CACHE_DIR=str(cache),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", PYTHONUNBUFFERED="1")
+    args = [*args, "--coordinator", f"127.0.0.1:{_free_port()}", "--num_processes", "2"]
     procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args,
                                "--process_id", str(i)], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -53,9 +41,46 @@ def test_two_processes_train_and_write_one_checkpoint(tmp_path):
                 q.kill()
             pytest.fail("the two processes did not finish")
     assert [p.returncode for p in procs] == [0, 0], "\n---\n".join(o[-3000:] for o in outs)
+    return outs
+
+
+@pytest.mark.slow
+def test_two_processes_train_and_write_one_checkpoint(tmp_path):
+    args = [
+        "--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir", str(tmp_path / "run"),
+        "--config.network.channels=8", "--config.network.num_blocks=1",
+        "--config.search.num_simulations=4", "--config.selfplay.batch_size=8",
+        "--config.selfplay.num_plies=4", "--config.train.updates_per_iteration=2",
+        "--config.train.batch_size=8", "--config.replay.min_size=1",
+        "--config.replay.capacity=256", "--config.train.num_iterations=2",
+        "--config.checkpoint.every=2", "--config.eval.every=0", "--config.log.progress=False",
+    ]
+    outs = _train_two_processes(args, tmp_path / "jax_cache")
     assert "2 device(s)" in outs[0]  # one global mesh over both processes
     assert "it    2" in outs[0] and "it    2" not in outs[1]  # only process 0 logs
-    steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir()
-                   if p.name.isdigit())
-    assert steps == [2]
+    steps = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert steps == ["2"]  # exactly one, complete (no temporary directory left)
     assert checkpoint.restore(tmp_path / "run").iteration == 2
+    # The same two commands again: both processes restore the checkpoint (global arrays,
+    # replay included) and find the run finished.
+    outs = _train_two_processes(args, tmp_path / "jax_cache")
+    assert "resumed from" in outs[0] and "at iteration 2" in outs[0], outs[0][-3000:]
+    assert "resumed from" not in outs[1] and "it    " not in outs[1]
+
+
+def test_launcher_detection():
+    """jax.distributed starts under srun with several tasks, mpirun, TPU pods or when asked;
+    a plain process or a one-task SLURM job (e.g. inside salloc) stays single-process."""
+    from az_jax.parallel_setup import _launcher_detected
+
+    srun = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_NTASKS": "2",
+            "SLURM_PROCID": "1", "SLURM_LOCALID": "0"}
+    assert _launcher_detected(srun)
+    assert not _launcher_detected(dict(srun, SLURM_NTASKS="1"))
+    assert not _launcher_detected({"SLURM_JOB_ID": "7"})  # salloc / sbatch shell, no srun
+    assert not _launcher_detected({})
+    assert _launcher_detected({"AZ_JAX_DISTRIBUTED": "1"})
+    assert not _launcher_detected({"AZ_JAX_DISTRIBUTED": "0"})
+    assert _launcher_detected({"TPU_WORKER_HOSTNAMES": "w0,w1"})
+    assert _launcher_detected({"OMPI_MCA_orte_hnp_uri": "1;tcp://10.0.0.1:1",
+                               "OMPI_COMM_WORLD_SIZE": "4"})
