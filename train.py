@@ -156,6 +156,9 @@ def main(argv):
     except (ValueError, OSError) as e:
         if os.environ.get("AZ_JAX_DEBUG"):  # the full traceback, for bug reports
             raise
+        from az_jax import checkpoint  # a full disk on any write: say where to resume
+
+        e = checkpoint.disk_full_error(e, workdir, "writing the run's files") or e
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 
