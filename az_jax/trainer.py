@@ -186,8 +186,14 @@ class Setup:
                 parallel.shard(self.mesh, buffer_state))
 
 
-def make_iteration(setup: Setup):
-    """Builds `iteration(train_state, games, buffer_state, key) -> (..., metrics)`.
+def make_steps(setup: Setup):
+    """The two jittable halves of an iteration.
+
+    Returns:
+      play(variables, games, buffer_state, key) -> (games, buffer_state, counts): one
+        self-play window, value targets, replay writes; and
+      learn_step(train_state, buffer_state, key) -> (train_state, metrics): one gradient step
+        on a batch sampled from the replay.
 
     The data-parallel work is cut into S logical shards (`num_shards`), spread over the
     devices (S / n each): shard s plays games [s * B/S, (s+1) * B/S) with its own search
@@ -242,15 +248,27 @@ def make_iteration(setup: Setup):
 
         return jax.tree.map(merge, jax.vmap(one)(buffer_state, local_shard_ids()))
 
+    def learn_step(train_state, buffer_state, key):
+        """One gradient step on a fresh batch from the replay shards."""
+        return learner.update(train_state, sample(buffer_state, key), net=setup.net,
+                              tx=setup.tx, value_weight=c.train.value_weight)
+
+    return play, learn_step
+
+
+def make_iteration(setup: Setup):
+    """Builds `iteration(train_state, games, buffer_state, key) -> (..., metrics)`: one
+    jittable program, self-play then `train.updates_per_iteration` steps in a `lax.scan`
+    (see `make_steps` for how the work is split over devices)."""
+    c = setup.config
+    play, learn_step = make_steps(setup)
+
     def iteration(train_state, games, buffer_state, key):
         k_play, k_learn = jax.random.split(key)
         games, buffer_state, counts = play(train_state.variables, games, buffer_state, k_play)
 
         def learn(ts):
-            def step(ts, k):
-                return learner.update(ts, sample(buffer_state, k), net=setup.net, tx=setup.tx,
-                                      value_weight=c.train.value_weight)
-
+            step = lambda ts, k: learn_step(ts, buffer_state, k)
             return jax.lax.scan(step, ts, jax.random.split(k_learn, c.train.updates_per_iteration))
 
         def wait(ts):
@@ -261,14 +279,52 @@ def make_iteration(setup: Setup):
         filled = buffer_state.size.sum()
         ready = filled >= c.replay.min_size
         train_state, m = jax.lax.cond(ready, learn, wait, train_state)
-        metrics = {k: jnp.nanmean(v) for k, v in m.items()}
-        metrics["skipped"] = jnp.nansum(m["skipped"])
-        metrics["updates"] = jnp.where(ready, c.train.updates_per_iteration, 0)
-        metrics.update(_selfplay_stats(counts))
-        metrics["buffer_size"] = filled
-        return train_state, games, buffer_state, metrics
+        return train_state, games, buffer_state, _iteration_metrics(m, ready, counts, filled, c)
 
     return iteration
+
+
+def make_host_iteration(setup: Setup):
+    """`make_iteration`'s computation (same keys, same result up to float), with the
+    gradient steps looped from Python over one jitted step.
+
+    For the CPU: XLA's CPU backend (jax 0.10) runs backward convolutions inside a loop body
+    20-30x slower than the same step jitted alone (`python -m az_jax.bench train` measures
+    both), so a scanned iteration spends nearly all its time in the updates there. Games and
+    replay are donated to the self-play program, as in the jitted iteration.
+    """
+    c = setup.config
+    play, learn_step = make_steps(setup)
+    play = jax.jit(play, donate_argnums=(1, 2))
+    step = jax.jit(learn_step)  # not donated: the caller may hold the params (best_params)
+
+    def iteration(train_state, games, buffer_state, key):
+        k_play, k_learn = jax.random.split(key)
+        games, buffer_state, counts = play(train_state.variables, games, buffer_state, k_play)
+        filled = buffer_state.size.sum()
+        ready = bool(filled >= c.replay.min_size)
+        if ready:
+            ms = []
+            for k in jax.random.split(k_learn, c.train.updates_per_iteration):
+                train_state, m = step(train_state, buffer_state, k)
+                ms.append(m)
+            m = jax.tree.map(lambda *x: jnp.stack(x), *ms)
+        else:
+            _, shapes = jax.eval_shape(step, train_state, buffer_state, k_learn)
+            m = jax.tree.map(lambda s: jnp.full((1, *s.shape), jnp.nan, s.dtype), shapes)
+        return train_state, games, buffer_state, _iteration_metrics(m, ready, counts, filled, c)
+
+    return iteration
+
+
+def _iteration_metrics(m: dict, ready, counts: dict, filled, c) -> dict:
+    """Per-update metrics [U] averaged (non-finite ones ignored), plus self-play stats."""
+    metrics = {k: jnp.nanmean(v) for k, v in m.items()}
+    metrics["skipped"] = jnp.nansum(m["skipped"])
+    metrics["updates"] = jnp.where(ready, c.train.updates_per_iteration, 0)
+    metrics.update(_selfplay_stats(counts))
+    metrics["buffer_size"] = filled
+    return metrics
 
 
 def _selfplay_counts(traj: selfplay.Trajectory, valid) -> dict:
@@ -366,7 +422,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
 
-    iteration_fn = jax.jit(make_iteration(setup), donate_argnums=(1, 2))
+    if devices[0].platform == "cpu":  # see make_host_iteration
+        iteration_fn = make_host_iteration(setup)
+    else:
+        iteration_fn = jax.jit(make_iteration(setup), donate_argnums=(1, 2))
     evaluator = None
     if config.eval.every:
         from az_jax import arena

@@ -51,6 +51,22 @@ def _worker(out_dir: str) -> None:
         report[f"loss{n}"] = metrics["loss"]
         report[f"games{n}"] = metrics["games"]
 
+    # The accelerator path (one jitted program, updates in a lax.scan) and the CPU path
+    # (updates looped from the host) compute the same iterations.
+    one = trainer.Setup(config, devices[:1])
+    scanned = jax.jit(trainer.make_iteration(one))
+    looped = trainer.make_host_iteration(one)
+    results = []
+    for fn in (scanned, looped):
+        state = one.initial(jax.random.PRNGKey(3))
+        for it in range(3):
+            state = fn(*state[:3], jax.random.PRNGKey(10 + it))
+        results.append(state)
+    report["paths_loss"] = [float(r[3]["loss"]) for r in results]
+    report["paths_diff"] = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in
+                               zip(jax.tree.leaves(results[0][0].params),
+                                   jax.tree.leaves(results[1][0].params), strict=True))
+
     # Where the state of the 4-device run lives: games and replay split over 4 devices,
     # parameters on all of them.
     setup = trainer.Setup(config, devices)
@@ -95,6 +111,14 @@ def test_four_devices_train_like_one(result):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # The run trained: the parameters moved away from their initial values.
     assert report["moved"] > 1e-3
+
+
+@pytest.mark.slow
+def test_scanned_and_host_looped_updates_agree(result):
+    report, _, _ = result
+    scanned, looped = report["paths_loss"]
+    assert np.isfinite(scanned) and looped == pytest.approx(scanned, rel=1e-4)
+    assert report["paths_diff"] < 1e-5
 
 
 @pytest.mark.slow
