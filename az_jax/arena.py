@@ -142,7 +142,7 @@ def passes_gate(result: MatchResult, threshold: float) -> bool:
 
 
 # =========================================================================== agents
-def _random_legal(key, mask):
+def random_legal(key, mask):
     """A uniformly random legal action per game. mask: bool[B, A] -> int32[B]."""
     logits = jnp.where(mask, 0.0, jnp.finfo(jnp.float32).min)
     return jax.random.categorical(key, logits).astype(jnp.int32)
@@ -162,7 +162,7 @@ def random_act(env) -> Act:
 
     def act(params, states, key):
         del params
-        return _random_legal(key, states.legal_action_mask)
+        return random_legal(key, states.legal_action_mask)
 
     return act
 
@@ -179,7 +179,7 @@ def onestep_act(env) -> Act:
         children = jax.vmap(env.step, in_axes=(None, 0, None))(state, actions, k_step)
         wins = (children.rewards[:, state.current_player] > 0) & state.legal_action_mask
         choice = jnp.where(jnp.any(wins), wins, state.legal_action_mask)
-        return _random_legal(k_pick, choice[None])[0]
+        return random_legal(k_pick, choice[None])[0]
 
     def act(params, states, key):
         del params
@@ -233,7 +233,7 @@ def random_rollout_value(env, state, key, max_plies: int):
     def body(carry):
         s, k, total, t = carry
         k, k_act, k_step = jax.random.split(k, 3)
-        a = _random_legal(k_act, s.legal_action_mask[None])[0]
+        a = random_legal(k_act, s.legal_action_mask[None])[0]
         s = env.step(s, a, k_step)
         return s, k, total + s.rewards, t + 1
 
@@ -510,7 +510,8 @@ class AgentFactory:
 
 
 # =========================================================================== matches
-def _take(tree, idx):
+def take(tree, idx):
+    """Rows `idx` of every leaf of a batched pytree."""
     return jax.tree.map(lambda x: x[idx], tree)
 
 
@@ -544,7 +545,7 @@ def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | 
 
         def opening(states, t):
             keys = per_game(jax.random.fold_in(k_open, t), pair)
-            actions = jax.vmap(lambda k, m: _random_legal(k, m[None])[0])(
+            actions = jax.vmap(lambda k, m: random_legal(k, m[None])[0])(
                 keys, states.legal_action_mask)
             return actions, ~states.done
 
@@ -556,8 +557,8 @@ def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | 
             # alternating, at most N/2 games need each agent at any ply (one per pair).
             idx_a = jnp.argsort(~a_moves, stable=True)[:half]
             idx_b = jnp.argsort(~b_moves, stable=True)[:half]
-            act_a_ = act_a(params_a, _take(states, idx_a), k_a)
-            act_b_ = act_b(params_b, _take(states, idx_b), k_b)
+            act_a_ = act_a(params_a, take(states, idx_a), k_a)
+            act_b_ = act_b(params_b, take(states, idx_b), k_b)
             actions = jnp.zeros(num_games, jnp.int32)
             actions = actions.at[idx_a].set(jnp.where(a_moves[idx_a], act_a_, actions[idx_a]))
             actions = actions.at[idx_b].set(jnp.where(b_moves[idx_b], act_b_, actions[idx_b]))

@@ -306,7 +306,7 @@ class ExternalMatchRunner:
 
         def opening(states, k_open, t):
             keys = per_game(jax.random.fold_in(k_open, t), pair)
-            return jax.vmap(lambda k, m: arena._random_legal(k, m[None])[0])(
+            return jax.vmap(lambda k, m: arena.random_legal(k, m[None])[0])(
                 keys, states.legal_action_mask)
 
         def step(states, actions, moved, k_step, t):
@@ -324,7 +324,7 @@ class ExternalMatchRunner:
         """`act(params, states, idx int32[K], key) -> int32[K]`: the agent on games idx."""
         if agent.kind not in self._acts:
             self._acts[agent.kind] = jax.jit(
-                lambda params, states, idx, key: agent.act(params, arena._take(states, idx),
+                lambda params, states, idx, key: agent.act(params, arena.take(states, idx),
                                                            key))
         return self._acts[agent.kind]
 

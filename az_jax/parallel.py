@@ -59,8 +59,3 @@ def local_replica(tree):
         return x
 
     return jax.tree.map(local, tree)
-
-
-def shard_buffer(mesh: Mesh, buffer_state):
-    """Replay buffer: data sharded along capacity, one counter per device (leading axis)."""
-    return shard(mesh, buffer_state)
