@@ -18,6 +18,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 _NORMS = ("batch", "layer", "none")
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -28,6 +29,20 @@ def mask_logits(logits: jax.Array, legal_mask: jax.Array | None) -> jax.Array:
     if legal_mask is None:
         return logits
     return jnp.where(legal_mask, logits, jnp.finfo(logits.dtype).min)
+
+
+def conv_even_channels(lhs, rhs, *args, **kwargs):
+    """`lax.conv_general_dilated` with an odd input-channel count (> 1) zero-padded to even.
+
+    The same convolution (the padded kernel slice is zero, and so is its gradient's use);
+    the kernel parameter keeps its true shape. XLA's CPU convolution runs the Connect4 stem
+    (3 input planes, 6x7) about 10% faster on 4 planes than on 3; see README, Benchmarks.
+    """
+    channels = lhs.shape[-1]  # NHWC input, HWIO kernel (flax.linen.Conv's layout)
+    if channels % 2 and channels > 1:
+        lhs = jnp.pad(lhs, [(0, 0)] * (lhs.ndim - 1) + [(0, 1)])
+        rhs = jnp.pad(rhs, [(0, 0)] * (rhs.ndim - 2) + [(0, 1), (0, 0)])
+    return lax.conv_general_dilated(lhs, rhs, *args, **kwargs)
 
 
 class ResNet(nn.Module):
@@ -61,10 +76,11 @@ class ResNet(nn.Module):
         Returns:
           logits float32[B, A] (illegal actions masked) and value float32[B] in [-1, 1].
         """
-        conv = lambda ch, k: nn.Conv(ch, (k, k), padding="SAME", use_bias=self.norm == "none",
-                                     dtype=self.dtype)
+        conv = lambda ch, k, **kw: nn.Conv(ch, (k, k), padding="SAME",
+                                           use_bias=self.norm == "none", dtype=self.dtype, **kw)
         x = obs.astype(self.dtype)
-        x = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
+        stem = conv(self.channels, 3, conv_general_dilated=conv_even_channels)
+        x = nn.relu(self._norm(train)(stem(x)))
         for _ in range(self.num_blocks):
             y = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
             y = self._norm(train)(conv(self.channels, 3)(y))

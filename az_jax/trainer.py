@@ -33,10 +33,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     """Checks a config before anything is compiled. Raises ValueError saying what to change.
 
     Every problem found is listed: numbers out of range (or not numbers: a config built in
-    Python may hold any type), unknown choices, unreadable opponents, batch sizes that do
-    not divide over the devices. `network.norm/dtype` and the env are checked when built.
+    Python may hold any type), unknown choices, unreadable opponents (and external engines
+    of another game or without their package), batch sizes that do not divide over the
+    devices. `network.norm/dtype` and the env are checked when built.
     """
-    from az_jax import arena
+    from az_jax import external
 
     problems = []
     int32 = 2**31 - 1  # counters, sizes and steps are int32 on the device
@@ -88,7 +89,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
     try:
-        arena.parse_opponents(config.eval.opponents)
+        external.check_opponents(config.eval.opponents, get("env.id"))
     except (ValueError, TypeError, AttributeError) as e:
         problems.append(f"eval.opponents: {e}")
     if not integers:
@@ -317,6 +318,14 @@ def make_host_iteration(setup: Setup):
     return iteration
 
 
+def make_iteration_fn(setup: Setup):
+    """The iteration as `train_and_evaluate` runs it: on CPU devices `make_host_iteration`,
+    elsewhere `make_iteration` jitted with games and replay donated."""
+    if setup.mesh.devices.flat[0].platform == "cpu":
+        return make_host_iteration(setup)
+    return jax.jit(make_iteration(setup), donate_argnums=(1, 2))
+
+
 def _iteration_metrics(m: dict, ready, counts: dict, filled, c) -> dict:
     """Per-update metrics [U] averaged (non-finite ones ignored), plus self-play stats."""
     metrics = {k: jnp.nanmean(v) for k, v in m.items()}
@@ -422,10 +431,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
 
-    if devices[0].platform == "cpu":  # see make_host_iteration
-        iteration_fn = make_host_iteration(setup)
-    else:
-        iteration_fn = jax.jit(make_iteration(setup), donate_argnums=(1, 2))
+    iteration_fn = make_iteration_fn(setup)
     evaluator = None
     if config.eval.every:
         from az_jax import arena
