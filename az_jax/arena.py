@@ -690,17 +690,29 @@ class TrainingEvaluator:
 
     `config.eval.opening_plies` (optional; default DEFAULT_OPENING_PLIES) sets the random
     opening. Unavailable `checkpoint:` opponents (none saved yet) are skipped.
+
+    External engines (`az_jax.external`, e.g. `baghchal-minimax:D`) may be listed too: they
+    are built here (an engine of another game or a missing package raises now, not
+    mid-run) and play the same number of games in a host-side loop
+    (`external.ExternalMatchRunner`); their metrics and Elo records are like the others'.
     """
 
     def __init__(self, setup, workdir):
+        from az_jax import external  # external imports this module
+
         c = setup.config.eval
         self.env, self.net, self.workdir = setup.env, setup.net, str(workdir)
         self.sims = int(c.num_simulations)
-        self.opponents = parse_opponents(c.opponents)
+        self.opponents = external.parse_opponents(c.opponents)
         self.gating = bool(c.gating)
         self.threshold = float(c.gating_threshold)
         opening = c.get("opening_plies", DEFAULT_OPENING_PLIES)
         self.runner = MatchRunner(setup.env, int(c.num_games), opening_plies=int(opening))
+        self.engines = {o.name: external.make_engine(o, setup.env) for o in self.opponents
+                        if isinstance(o, external.ExternalOpponent)}
+        self.host_runner = (external.ExternalMatchRunner(setup.env, self.runner.num_games,
+                                                         opening_plies=int(opening))
+                            if self.engines else None)
         self.factory = AgentFactory(setup.env, setup.net, setup.search, self.workdir)
         for opp in self.opponents:  # another run's checkpoint: check it now, not mid-run
             if opp.kind == "checkpoint" and opp.workdir is not None:
@@ -741,12 +753,16 @@ class TrainingEvaluator:
                 self._best_name = f"iter-0/mcts:{self.sims}"
         metrics, records, scores = {}, [], []
         for i, opp in enumerate(self.opponents):
-            try:
-                other = self.factory.build(opp, variables=variables, label=label,
-                                           sims=self.sims)
-            except FileNotFoundError:
-                continue  # e.g. checkpoint:latest-5 before enough checkpoints exist
-            res = self.runner.play(me, other, jax.random.fold_in(key, i))
+            if opp.name in self.engines:  # an external engine: host-side loop
+                res = self.host_runner.play(me, self.engines[opp.name],
+                                            jax.random.fold_in(key, i))
+            else:
+                try:
+                    other = self.factory.build(opp, variables=variables, label=label,
+                                               sims=self.sims)
+                except FileNotFoundError:
+                    continue  # e.g. checkpoint:latest-5 before enough checkpoints exist
+                res = self.runner.play(me, other, jax.random.fold_in(key, i))
             t = res.total
             metrics.update({f"eval/{opp.metric}/score": res.score,
                             f"eval/{opp.metric}/win": t.wins / t.games,

@@ -7,6 +7,8 @@
     runner = external.ExternalMatchRunner(env, num_games=20, opening_plies=2)
     result = runner.play(agent, engine, key)           # an arena.MatchResult
 
+    python train.py --config configs/baghchal.py --config.eval.opponents=random,baghchal-minimax:1
+
 The arena (`arena.py`) compiles a whole match into one jitted program, so both players
 must be JAX functions. An engine written in Python cannot run inside jit, so this module
 plays the match with a Python loop over plies instead: all games advance together, the
@@ -28,6 +30,13 @@ be the same game, and N games would measure only two.
 Results are `arena.MatchResult`s from the agent's point of view, so the tables, the Elo
 ladder and the JSON records of `evaluate.py` treat them like any other match. Games still
 running at `max_plies` count as draws (`unfinished`).
+
+Training (`config.eval.opponents`): `trainer.validate_config` calls `check_opponents` with
+the config's env id before anything is built (an engine of another game, or a missing
+package, is a config error), and `arena.TrainingEvaluator` plays the engines with an
+`ExternalMatchRunner` next to its jitted matches, in every process like those (with the
+same parameters and key, every process plays the same games and gets the same score, which
+ranks checkpoints).
 
 Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`):
   baghchal-minimax:D   the PyPI `baghchal` package's alpha-beta minimax `Engine(depth=D)`
@@ -53,7 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from az_jax import arena
+from az_jax import arena, parallel
 
 
 # =========================================================================== protocol
@@ -97,6 +106,7 @@ class _Spec:
     env_id: str  # the only game it plays
     make: Callable[[Any, int], Engine]  # (env, arg) -> Engine
     check_arg: Callable[[int], str | None]  # None if fine, else why not
+    load: Callable[[str], Any]  # (name) -> imports the package; raises ImportError
 
 
 # =========================================================================== baghchal
@@ -201,7 +211,8 @@ def baghchal_minimax(env, depth: int) -> Engine:
 _ENGINES: dict[str, _Spec] = {
     "baghchal-minimax": _Spec(
         "baghchal-minimax:D", "baghchal", baghchal_minimax,
-        lambda d: None if d >= 1 else "the depth (plies searched) must be >= 1"),
+        lambda d: None if d >= 1 else "the depth (plies searched) must be >= 1",
+        _import_baghchal),
 }
 
 
@@ -256,6 +267,41 @@ def parse_opponents(names: str | list[str]) -> list:
     return out
 
 
+def _wrong_game(opp: ExternalOpponent, env_id: str) -> str | None:
+    """Why `opp` cannot play `env_id` (None when it plays that game)."""
+    spec = _ENGINES[opp.kind]
+    if env_id != spec.env_id:
+        return f"opponent {opp.name!r} plays {spec.env_id} only, not {env_id}"
+    return None
+
+
+def check_opponents(names: str | list[str], env_id: str) -> list:
+    """`parse_opponents`, with each external engine checked for a run of `env_id`: that it
+    plays this game and that its package imports. Builds no env and no engine, so that a
+    training config can be checked before anything is compiled.
+
+    Raises:
+      ValueError: an unknown name, an engine of another game or one whose package is
+        missing (all such engines, one sentence each).
+    """
+    opponents = parse_opponents(names)
+    problems = []
+    for opp in opponents:
+        if not isinstance(opp, ExternalOpponent):
+            continue
+        why = _wrong_game(opp, env_id)
+        if why is None:
+            try:
+                _ENGINES[opp.kind].load(opp.name)
+            except ImportError as e:
+                why = str(e)
+        if why:
+            problems.append(why)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return opponents
+
+
 def make_engine(opp: ExternalOpponent, env) -> Engine:
     """The engine for a parsed name, for this env.
 
@@ -263,10 +309,10 @@ def make_engine(opp: ExternalOpponent, env) -> Engine:
       ValueError: the engine does not play this game.
       ImportError: its package is not installed.
     """
-    spec = _ENGINES[opp.kind]
-    if env.id != spec.env_id:
-        raise ValueError(f"opponent {opp.name!r} plays {spec.env_id} only, not {env.id}")
-    return spec.make(env, opp.arg)
+    why = _wrong_game(opp, env.id)
+    if why:
+        raise ValueError(why)
+    return _ENGINES[opp.kind].make(env, opp.arg)
 
 
 # =========================================================================== matches
@@ -319,6 +365,7 @@ class ExternalMatchRunner:
 
         self._init, self._opening, self._step = jax.jit(init), jax.jit(opening), jax.jit(step)
         self._acts: dict[str, Callable] = {}
+        self.device = jax.local_devices()[0]
 
     def _act_fn(self, agent: arena.Agent) -> Callable:
         """`act(params, states, idx int32[K], key) -> int32[K]`: the agent on games idx."""
@@ -347,7 +394,9 @@ class ExternalMatchRunner:
         n = self.num_games
         k_init, k_open, k_act, k_step = jax.random.split(key, 4)
         act = self._act_fn(agent)
-        params = agent.params
+        # As in `arena.MatchRunner.play`: this process's copy of replicated (training)
+        # parameters, on one device.
+        params = jax.device_put(parallel.local_replica(agent.params), self.device)
         states = self._init(k_init)
         games = [engine.new_game() for _ in range(n)]
         total = np.zeros((n, 2), np.float32)

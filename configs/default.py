@@ -62,7 +62,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval.every = 10  # iterations between evaluations (0 = never)
     c.eval.num_games = 64  # per opponent, colours alternated
     c.eval.num_simulations = 32  # search strength of the agent under test
-    c.eval.opponents = "random,onestep,greedy"  # see az_jax.arena.parse_opponent
+    # See az_jax.arena.parse_opponent; also host-side engines (az_jax.external), e.g.
+    # baghchal-minimax:D with configs/baghchal.py (needs pip install baghchal).
+    c.eval.opponents = "random,onestep,greedy"
     c.eval.opening_plies = 2  # random plies opening each pair of games (colours swapped)
     c.eval.gating = False  # AlphaGo Zero gating: replace the best only above the threshold
     c.eval.gating_threshold = 0.55

@@ -1,8 +1,10 @@
 """External engines (az_jax/external.py): the Bagh-Chal move conversion against the PyPI
-`baghchal` package, a short host-side match against its minimax engine, and the errors."""
+`baghchal` package, a short host-side match against its minimax engine, the errors, and
+the engine in a training run's eval.opponents."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, evaluate, external
+from az_jax import arena, evaluate, external, trainer
 
 _cwd = os.getcwd()
 import baghchal.env as ref  # noqa: E402  (changes the working directory on import)
@@ -122,3 +124,70 @@ def test_evaluate_rejects_an_engine_of_another_game(capsys):
                           "--games", "2", "--quiet"])
     assert code == 2
     assert "plays baghchal only, not tictactoe" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ during training
+def _tiny_baghchal(opponents: str):
+    """configs/baghchal.py shrunk: a 4-channel net, 2 simulations, one iteration, 2 games
+    per opponent of at most 40 plies (max_steps=20)."""
+    from configs import baghchal
+
+    c = baghchal.get_config()
+    c.env.kwargs.max_steps = 20
+    c.network.channels, c.network.num_blocks = 4, 1
+    c.search.num_simulations = 2
+    c.search.max_num_considered_actions = 4
+    c.selfplay.batch_size, c.selfplay.num_plies = 8, 4
+    c.replay.capacity, c.replay.min_size = 256, 8
+    c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = 1, 1, 8
+    c.train.warmup_steps = 1
+    c.eval.every, c.eval.num_games, c.eval.num_simulations = 1, 2, 2
+    c.eval.opponents = opponents
+    c.checkpoint.save_replay = False
+    c.log.progress = False
+    return c
+
+
+@pytest.fixture
+def _fast_compiles():
+    """Compile without most XLA optimisations (as in test_bench.py)."""
+    old = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
+
+
+@pytest.mark.slow
+def test_training_evaluates_against_minimax(tmp_path, _fast_compiles):
+    """One real training iteration with `baghchal-minimax:1` in eval.opponents: its score is
+    in the returned metrics, in metrics.jsonl and on the Elo ladder. (The in-jit opponents
+    next to it are covered by test_arena; one more would add a compile.)"""
+    config = _tiny_baghchal("baghchal-minimax:1")
+    metrics = trainer.train_and_evaluate(config, str(tmp_path))
+    name = "eval/baghchal-minimax_1"
+    assert 0 <= metrics[f"{name}/score"] <= 1
+    assert metrics[f"{name}/win"] + metrics[f"{name}/draw"] + metrics[f"{name}/loss"] == 1
+    assert metrics["score"] == metrics[f"{name}/score"]  # the mean over eval.opponents
+    logged = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert logged[f"{name}/score"] == metrics[f"{name}/score"]
+    matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
+    vs = [m for m in matches if m["b"] == "baghchal-minimax:1"]
+    assert len(vs) == 1 and vs[0]["a"] == "iter-1/mcts:2", matches
+    assert vs[0]["wins"] + vs[0]["draws"] + vs[0]["losses"] == 2, vs
+
+
+def test_training_config_rejects_an_unusable_engine(tmp_path, monkeypatch):
+    """Before anything is built: an engine of another game, or without its package."""
+    from configs import connect4
+
+    config = connect4.get_config()
+    config.eval.opponents = "random,baghchal-minimax:1"
+    with pytest.raises(ValueError, match="eval.opponents: opponent 'baghchal-minimax:1' "
+                                         "plays baghchal only, not connect4"):
+        trainer.train_and_evaluate(config, str(tmp_path / "c4"))
+    assert not (tmp_path / "c4").exists()  # stopped before the run started
+
+    monkeypatch.setitem(sys.modules, "baghchal.engine", None)  # as if not installed
+    with pytest.raises(ValueError, match="eval.opponents: opponent 'baghchal-minimax:1' "
+                                         "needs the PyPI package 'baghchal'"):
+        trainer.validate_config(_tiny_baghchal("baghchal-minimax:1"), 1)
