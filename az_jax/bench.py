@@ -707,7 +707,7 @@ def run_train(args: argparse.Namespace) -> dict:
     k_obs, k_pol, k_val = jax.random.split(k_data, 3)
     data = replay.Sample(
         observation=jax.random.bernoulli(k_obs, 0.3, (capacity, *env.observation_shape)
-                                         ).astype(jnp.float32),
+                                         ).astype(env.observation_dtype),
         policy=jax.nn.softmax(jax.random.normal(k_pol, (capacity, env.num_actions))),
         legal_mask=jnp.ones((capacity, env.num_actions), jnp.bool_),
         value=jax.random.uniform(k_val, (capacity,), minval=-1.0, maxval=1.0),

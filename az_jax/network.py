@@ -71,7 +71,7 @@ class ResNet(nn.Module):
 
     @nn.compact
     def __call__(self, obs, legal_mask=None, train: bool = False):
-        """obs: float[B, H, W, C]; legal_mask: bool[B, A] or None.
+        """obs: [B, H, W, C], float or bool; legal_mask: bool[B, A] or None.
 
         Returns:
           logits float32[B, A] (illegal actions masked) and value float32[B] in [-1, 1].
@@ -120,5 +120,5 @@ def make_network(config, env) -> ResNet:
 
 def init_variables(net: ResNet, env, key: jax.Array) -> dict:
     """Float32 variables ({"params", and "batch_stats" with batch norm}) for one batch."""
-    obs = jnp.zeros((1, *env.observation_shape), jnp.float32)
+    obs = jnp.zeros((1, *env.observation_shape), env.observation_dtype)
     return dict(net.init(key, obs, None, train=False))

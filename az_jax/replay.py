@@ -21,7 +21,7 @@ import jax.numpy as jnp
 class Sample(NamedTuple):
     """One training position."""
 
-    observation: jax.Array  # float32[*obs_shape]
+    observation: jax.Array  # [*obs_shape] of env.observation_dtype
     policy: jax.Array  # float32[A]       search policy target
     legal_mask: jax.Array  # bool[A]
     value: jax.Array  # float32[]         game outcome for the mover

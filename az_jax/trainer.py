@@ -175,7 +175,7 @@ class Setup:
         games = jax.vmap(self.env.init)(
             jax.random.split(k_games, self.config.selfplay.batch_size))
         example = replay.Sample(
-            observation=jnp.zeros(self.env.observation_shape, jnp.float32),
+            observation=jnp.zeros(self.env.observation_shape, self.env.observation_dtype),
             policy=jnp.zeros(self.env.num_actions, jnp.float32),
             legal_mask=jnp.zeros(self.env.num_actions, jnp.bool_),
             value=jnp.zeros((), jnp.float32),

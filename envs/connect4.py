@@ -37,6 +37,7 @@ class Connect4(core.Env):
     version = "v1"
     num_actions = COLS
     observation_shape = (ROWS, COLS, 3)
+    observation_dtype = jnp.bool_
 
     def _init(self, key):
         del key
@@ -74,15 +75,15 @@ class Connect4(core.Env):
             | (board == 1 - me).astype(jnp.int32) << 1
             | (me == 0).astype(jnp.int32) << 2
         )
-        return ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.float32)
+        return ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.bool_)
 
     def symmetries(self, obs, policy):
         """Identity and the left-right mirror.
 
         Args:
-          obs: float32[6, 7, C]; policy: float32[7].
+          obs: [6, 7, C]; policy: float32[7].
         Returns:
-          obs float32[2, 6, 7, C] and policy float32[2, 7]; index 0 is the identity.
+          obs [2, 6, 7, C] and policy float32[2, 7]; index 0 is the identity.
         """
         return jnp.stack([obs, obs[:, ::-1]]), jnp.stack([policy, policy[::-1]])
 

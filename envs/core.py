@@ -40,7 +40,7 @@ class State:
     """
 
     current_player: Array  # int32[]       0 or 1: who moves now
-    observation: Array  # float32[H, W, C]  from `current_player`'s point of view
+    observation: Array  # [H, W, C] of env.observation_dtype, `current_player`'s view
     legal_action_mask: Array  # bool[A]
     rewards: Array  # float32[2]            this step only, per player
     terminated: Array  # bool[]
@@ -90,6 +90,9 @@ class Env(abc.ABC):
 
     num_actions: int
     observation_shape: tuple[int, ...]
+    # bool where every plane is 0/1 (the network casts; the replay buffer and the search
+    # tree then hold 1 byte per value instead of 4), else float32.
+    observation_dtype: Any = jnp.float32
     max_steps: int | None = None
 
     # ------------------------------------------------------------------ pure API
@@ -144,7 +147,7 @@ class Env(abc.ABC):
 
     @property
     def num_symmetries(self) -> int:
-        obs = jnp.zeros(self.observation_shape, jnp.float32)
+        obs = jnp.zeros(self.observation_shape, self.observation_dtype)
         pol = jnp.zeros(self.num_actions, jnp.float32)
         return jax.eval_shape(self.symmetries, obs, pol)[1].shape[0]
 
@@ -258,10 +261,10 @@ def dihedral_symmetries(obs: Array, policy: Array, height: int, width: int):
     """The 8 transforms of the dihedral group D4 for a square board.
 
     Args:
-      obs: float32[N, N, C].
+      obs: [N, N, C] (any dtype).
       policy: float32[N*N] with action = row * N + col.
     Returns:
-      obs float32[8, N, N, C], policy float32[8, N*N]; index 0 is the identity.
+      obs [8, N, N, C], policy float32[8, N*N]; index 0 is the identity.
     """
     assert height == width, "D4 symmetries need a square board"
     grid = policy.reshape(height, width)

@@ -63,6 +63,7 @@ class Gomoku(core.Env):
         self.rule = rule
         self.num_actions = self.size * self.size
         self.observation_shape = (self.size, self.size, 4)
+        self.observation_dtype = jnp.bool_
         # Static lookup tables (numpy; baked into the jitted program as constants).
         self._line_cells, self._line_on_board = core.line_cells(self.size, self.size, _REACH)
 
@@ -111,7 +112,7 @@ class Gomoku(core.Env):
             | (me == 0).astype(jnp.int32) << 3
         )
         bits = code.reshape(n, n, 1) >> jnp.arange(4, dtype=jnp.int32)
-        return (bits & 1).astype(jnp.float32)
+        return (bits & 1).astype(jnp.bool_)
 
     def symmetries(self, obs, policy):
         return core.dihedral_symmetries(obs, policy, self.size, self.size)

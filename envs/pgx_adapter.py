@@ -4,15 +4,16 @@
 
 pgx is an optional dependency (`pip install -e ".[pgx]"`). Differences it papers over:
 pgx draws which player id moves first at random, while here player 0 always moves first, so
-player ids and rewards are mapped through the first mover; pgx observations are bool and are
-cast to float32. No symmetries are assumed (identity only) and the host-side notation is the
-plain action index.
+player ids and rewards are mapped through the first mover; pgx's bool observations stay
+bool (others become float32). No symmetries are assumed (identity only) and the host-side
+notation is the plain action index.
 """
 
 from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -45,6 +46,8 @@ class PgxEnv(core.Env):
         self.pgx_id = pgx_id
         self.num_actions = int(self._env.num_actions)
         self.observation_shape = tuple(self._env.observation_shape)
+        obs = jax.eval_shape(self._env.init, jax.random.PRNGKey(0)).observation
+        self.observation_dtype = jnp.bool_ if obs.dtype == jnp.bool_ else jnp.float32
 
     @property
     def id(self):  # noqa: D102 - instance id, e.g. "pgx:othello"
@@ -80,7 +83,7 @@ class PgxEnv(core.Env):
         ours = jnp.where(state.current_player == 0, first, 1 - first)
         with warnings.catch_warnings():  # pgx deprecates player_id; we need other views
             warnings.simplefilter("ignore", DeprecationWarning)
-            return self._env.observe(s, ours).astype(jnp.float32)
+            return self._env.observe(s, ours).astype(self.observation_dtype)
 
     def render(self, state) -> str:
         legal = np.flatnonzero(np.asarray(state.legal_action_mask))

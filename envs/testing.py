@@ -46,7 +46,8 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
     assert state.observation.shape == (B, *env.observation_shape), (
         f"observation shape {state.observation.shape} != {(B, *env.observation_shape)}"
     )
-    assert state.observation.dtype == jnp.float32
+    assert state.observation.dtype in (jnp.float32, jnp.bool_), state.observation.dtype
+    assert state.observation.dtype == env.observation_dtype
     assert state.legal_action_mask.shape == (B, A) and state.legal_action_mask.dtype == jnp.bool_
     assert state.rewards.shape == (B, 2) and state.rewards.dtype == jnp.float32
     assert state.terminated.dtype == jnp.bool_ and state.truncated.dtype == jnp.bool_
@@ -146,7 +147,7 @@ def _check_symmetries(env, seed, plies: int = 12):
     the start gives the transformed observation and the transformed legal mask."""
     A = env.num_actions
     sym = jax.jit(env.symmetries)
-    obs0 = jnp.zeros(env.observation_shape, jnp.float32)
+    obs0 = jnp.zeros(env.observation_shape, env.observation_dtype)
     s_obs, s_pol = sym(obs0, jnp.zeros(A))
     S = s_pol.shape[0]
     assert s_obs.shape == (S, *env.observation_shape) and s_pol.shape == (S, A)

@@ -33,6 +33,7 @@ class TicTacToe(core.Env):
     version = "v1"
     num_actions = 9
     observation_shape = (3, 3, 3)
+    observation_dtype = jnp.bool_
 
     def _init(self, key):
         del key
@@ -58,7 +59,7 @@ class TicTacToe(core.Env):
         me = state.current_player
         return jnp.stack(
             [board == me, board == 1 - me, jnp.full((3, 3), me == 0)], axis=-1
-        ).astype(jnp.float32)
+        )
 
     def symmetries(self, obs, policy):
         return core.dihedral_symmetries(obs, policy, 3, 3)

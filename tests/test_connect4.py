@@ -65,7 +65,7 @@ def test_stones_fall_and_observation():
     board = np.asarray(state.game.board)
     assert board[5, 3] == 0 and (np.delete(board.reshape(-1), 5 * 7 + 3) == -1).all()
     obs = np.asarray(state.observation)
-    assert obs.shape == (6, 7, 3) and obs.dtype == np.float32
+    assert obs.shape == (6, 7, 3) and obs.dtype == np.bool_
     assert obs[..., 0].sum() == 0  # O (the mover) has no stone yet
     assert obs[5, 3, 1] == 1 and obs[..., 1].sum() == 1  # X, the opponent
     assert not obs[..., 2].any()  # the mover is not X
