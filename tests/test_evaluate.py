@@ -11,23 +11,15 @@ import pytest
 
 from az_jax import checkpoint as ckpt
 from az_jax import evaluate, trainer
+from tests.tiny import tiny_training
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVER_SET = ROOT / "tests" / "data" / "connect4_solver_200.txt"
 
 
 def _tiny(config):
-    c = config
-    c.network.channels, c.network.num_blocks = 4, 1
-    c.search.num_simulations = 2
-    c.selfplay.batch_size, c.selfplay.num_plies = 8, 9
-    c.replay.capacity, c.replay.min_size = 256, 8
-    c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = 2, 1, 8
-    c.train.warmup_steps = 1
-    c.eval.every, c.eval.num_games, c.eval.num_simulations = 0, 4, 2
+    c = tiny_training(config, plies=9, iterations=2, eval_every=0, eval_games=4)
     c.checkpoint.every = 1
-    c.checkpoint.save_replay = False
-    c.log.progress = False
     return c
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import envs
 from az_jax import arena, evaluate, external, trainer
+from tests.tiny import tiny_training
 
 _cwd = os.getcwd()
 import baghchal.env as ref  # noqa: E402  (changes the working directory on import)
@@ -132,19 +133,10 @@ def _tiny_baghchal(opponents: str):
     per opponent of at most 40 plies (max_steps=20)."""
     from configs import baghchal
 
-    c = baghchal.get_config()
+    c = tiny_training(baghchal.get_config(), plies=4, iterations=1, eval_every=1, eval_games=2)
     c.env.kwargs.max_steps = 20
-    c.network.channels, c.network.num_blocks = 4, 1
-    c.search.num_simulations = 2
     c.search.max_num_considered_actions = 4
-    c.selfplay.batch_size, c.selfplay.num_plies = 8, 4
-    c.replay.capacity, c.replay.min_size = 256, 8
-    c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = 1, 1, 8
-    c.train.warmup_steps = 1
-    c.eval.every, c.eval.num_games, c.eval.num_simulations = 1, 2, 2
     c.eval.opponents = opponents
-    c.checkpoint.save_replay = False
-    c.log.progress = False
     return c
 
 
