@@ -8,8 +8,8 @@
 
 Conventions (DESIGN.md): the embedding is the env `State` itself; `recurrent_fn` steps the
 env and evaluates the network; reward is that of the player who just moved; discount is -1
-while the game goes on (the next node belongs to the opponent) and 0 at the end, where the
-value is 0 too. mctx masks invalid actions only at the root, so interior logits are masked
+while the game goes on (the next node belongs to the opponent; -gamma with
+`config.discount = gamma < 1`) and 0 at the end, where the value is 0 too. mctx masks invalid actions only at the root, so interior logits are masked
 here with the env's legal mask.
 """
 
@@ -39,12 +39,14 @@ def qtransform_parent_fpu(tree, node_index):
     return (jnp.clip(q, -1.0, 1.0) + 1.0) / 2.0
 
 
-def make_recurrent_fn(env, apply_fn):
+def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
     """mctx `recurrent_fn` over the env.
 
     Args:
       env: an `envs.Env`.
       apply_fn: `(variables, obs [B, ...], legal_mask [B, A]) -> (logits [B, A], value [B])`.
+      discount: per-ply value discount gamma (1 = AlphaZero). With gamma < 1 a win n plies
+        away is worth gamma^n, so the search prefers quicker wins and slower losses.
     """
 
     def recurrent_fn(variables, key, action, state):
@@ -55,7 +57,7 @@ def make_recurrent_fn(env, apply_fn):
         done = next_state.done
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jnp.where(done, 0.0, -1.0),
+            discount=jnp.where(done, 0.0, -discount),
             prior_logits=logits,
             value=jnp.where(done, 0.0, value),
         )
@@ -78,7 +80,7 @@ def make_search(env, net, config):
       env: an `envs.Env`.
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
-        pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale).
+        pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount).
 
     Raises:
       ValueError: unknown policy or a non-positive simulation count.
@@ -93,7 +95,8 @@ def make_search(env, net, config):
 
 def make_search_from_apply(env, apply_fn, config):
     """As `make_search`, for any `apply_fn(variables, obs, legal_mask) -> (logits, value)`."""
-    recurrent_fn = make_recurrent_fn(env, apply_fn)
+    # Configs saved before `discount` existed have none: they searched undiscounted.
+    recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
 
     def search_batch(variables, state, key, evaluation, sims) -> mctx.PolicyOutput:
         root = root_output(env, apply_fn, variables, state)

@@ -112,11 +112,12 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
     return traj, states
 
 
-def value_targets(traj: Trajectory):
+def value_targets(traj: Trajectory, discount: float = 1.0):
     """Game outcomes from each mover's point of view, by a reverse scan.
 
-    v_t = r_t + (0 if done_t else s_t * v_{t+1}), with s_t = -1 when the next mover is the
-    opponent and +1 when the same player moves again. Draws give 0.
+    v_t = r_t + (0 if done_t else s_t * discount * v_{t+1}), with s_t = -1 when the next
+    mover is the opponent and +1 when the same player moves again. Draws give 0. With
+    discount = gamma < 1 (as in the search) an outcome n plies ahead counts gamma^n.
 
     Returns:
       targets float32[T, B] and valid bool[T, B] (False where the game had not ended by the
@@ -127,7 +128,7 @@ def value_targets(traj: Trajectory):
         v_next, ended_next = carry
         reward, done, player, next_player = x
         sign = jnp.where(next_player == player, 1.0, -1.0)
-        v = reward + jnp.where(done, 0.0, sign * v_next)
+        v = reward + jnp.where(done, 0.0, sign * discount * v_next)
         ended = done | ended_next
         return (v, ended), (v, ended)
 

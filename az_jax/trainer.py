@@ -52,7 +52,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     floats = {  # name: (low, high, low allowed)
         "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
         "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
-        "search.gumbel_scale": (0.0, math.inf, True),
+        "search.gumbel_scale": (0.0, math.inf, True), "search.discount": (0.0, 1.0, False),
         "search.dirichlet_alpha": (0.0, math.inf, False),
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
@@ -228,7 +228,7 @@ def make_steps(setup: Setup):
             setup.search, setup.env, variables, games, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids)
-        targets, valid = selfplay.value_targets(traj)
+        targets, valid = selfplay.value_targets(traj, c.search.discount)
         samples, valid_flat = replay.flatten_trajectory(traj, targets, valid)
         buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
         return games, buffer_state, _selfplay_counts(traj, valid)

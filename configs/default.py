@@ -29,6 +29,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.search.dirichlet_fraction = 0.25  # muzero: share of the noise in the root prior
     c.search.pb_c_init = 1.25  # muzero: c_puct
     c.search.pb_c_base = 19652.0
+    # Per-ply value discount, in the search and the value targets. 1 = AlphaZero. Below 1 a
+    # result n plies ahead counts gamma^n: quicker wins, slower losses (a signal for the side
+    # that loses nearly every game early in training, e.g. Bagh-Chal's goats).
+    c.search.discount = 1.0
 
     c.selfplay = ml_collections.ConfigDict()
     c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)

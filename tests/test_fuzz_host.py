@@ -194,7 +194,7 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "replay.capacity", "replay.min_size", "checkpoint.every", "checkpoint.keep",
             "search.policy", "search.num_simulations", "search.max_num_considered_actions",
             "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
-            "search.pb_c_init", "search.pb_c_base", "network.channels", "network.num_blocks",
+            "search.pb_c_init", "search.pb_c_base", "search.discount", "network.channels", "network.num_blocks",
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
             "eval.opponents", "eval.gating_threshold", "seed"]
 _POSITIVE_INTS = {"selfplay.batch_size", "train.batch_size", "replay.capacity",
@@ -217,6 +217,9 @@ def test_validate_config_with_any_values(changes, num_devices):
     lr = config.train.learning_rate
     if not isinstance(lr, int | float) or isinstance(lr, bool) or not 0 < lr < float("inf"):
         bad.append("train.learning_rate")
+    g = config.search.discount
+    if not isinstance(g, int | float) or isinstance(g, bool) or not 0 < g <= 1:
+        bad.append("search.discount")
     try:
         trainer.validate_config(config, num_devices)
     except ValueError as e:

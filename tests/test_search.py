@@ -91,6 +91,9 @@ def test_interior_logits_masked():
     assert np.all(np.isfinite(logits))
     assert np.all(logits[~legal] == np.finfo(np.float32).min)
     np.testing.assert_array_equal(out.discount, [-1.0])
+    rec = search.make_recurrent_fn(ENV, lambda v, o, m: NET.apply(v, o, m), discount=0.95)
+    out, _ = rec(VARS, jax.random.PRNGKey(0), jnp.array([8]), state)
+    np.testing.assert_allclose(out.discount, [-0.95])
 
 
 def test_terminal_step_reward_and_discount():

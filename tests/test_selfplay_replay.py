@@ -46,6 +46,23 @@ def test_value_targets_hand_made():
     np.testing.assert_array_equal(np.asarray(targets)[expected_valid], expected[expected_valid])
 
 
+def test_value_targets_discounted_by_hand():
+    """gamma^n for an outcome n plies ahead, with the same sign rules as undiscounted."""
+    g = 0.9
+    # Column 0: p0 wins at t=2; p1 wins the next game at t=4. Column 1: p0 moves twice
+    # (t=0,1) and wins at t=1; then p1 loses by its own move at t=3 (p0 moved at t=2).
+    player = [[0, 0], [1, 0], [0, 0], [1, 1], [0, 0]]
+    reward = [[0, 0], [0, 1], [1, 0], [0, -1], [1, 0]]
+    done = [[0, 0], [0, 1], [1, 0], [0, 1], [1, 0]]
+    nxt = [[1, 0], [0, 1], [1, 1], [0, 0], [1, 1]]
+    targets, valid = selfplay.value_targets(_traj(player, reward, done, nxt), discount=g)
+    expected = np.array([[g * g, g], [-g, 1], [1, g], [-g, -1], [1, 0]], np.float32)
+    expected_valid = np.array([[1, 1], [1, 1], [1, 1], [1, 1], [1, 0]], bool)
+    np.testing.assert_array_equal(np.asarray(valid), expected_valid)
+    np.testing.assert_allclose(np.asarray(targets)[expected_valid],
+                               expected[expected_valid], rtol=1e-6)
+
+
 def test_selfplay_records_consistent_games():
     net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
     variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
