@@ -159,7 +159,9 @@ def main(argv):
         from az_jax import checkpoint  # a full disk on any write: say where to resume
 
         e = checkpoint.disk_full_error(e, workdir, "writing the run's files") or e
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        if isinstance(e, checkpoint.DiskFullError):  # the failed writes' late tracebacks
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
         sys.exit(2)
 
 

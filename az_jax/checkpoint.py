@@ -20,12 +20,15 @@ write the metadata and commit.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
 import os
 import re
 import shutil
+import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -191,17 +194,66 @@ def save(mngr, iteration: int, state: dict, meta: dict, replay=None, score=None)
     metrics = None if score is None else {"score": float(score)}
     if int(iteration) in mngr.all_steps():  # a damaged one that restore skipped: replace it
         mngr.delete(int(iteration))
+    with _held_stderr() as held:
+        try:
+            mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics,
+                      force=True)
+            mngr.wait_until_finished()
+        except Exception as e:
+            if _no_space_errno(e) is None:
+                raise
+            directory = Path(mngr.directory)
+            if jax.process_index() == 0:  # free the space the partial save took
+                _remove_partial(directory, int(iteration))
+            held.drop()  # orbax's threads' tracebacks, one per failed write: summarised below
+            raise disk_full_error(e, directory.parent,
+                                  f"saving checkpoint {int(iteration)}") from e
+
+
+class _Held:
+    def __init__(self):
+        self.chunks: list[bytes] = []
+        self.keep = True
+
+    def drop(self):
+        self.keep = False
+
+
+@contextlib.contextmanager
+def _held_stderr():
+    """Holds what is written to file descriptor 2 (Python, C++ and other threads alike) and
+    writes it out at the end, unless `drop()` was called.
+
+    A save that fails for lack of space makes orbax and tensorstore print a traceback for
+    every write in flight (dozens), burying the one clear error; the caller drops them.
+    """
+    held = _Held()
     try:
-        mngr.save(int(iteration), args=ocp.args.Composite(**items), metrics=metrics,
-                  force=True)
-        mngr.wait_until_finished()
-    except Exception as e:
-        if _no_space_errno(e) is None:
-            raise
-        directory = Path(mngr.directory)
-        if jax.process_index() == 0:  # free the space the partial save took
-            _remove_partial(directory, int(iteration))
-        raise disk_full_error(e, directory.parent, f"saving checkpoint {int(iteration)}") from e
+        sys.stderr.flush()
+        saved = os.dup(2)
+        read_end, write_end = os.pipe()
+    except (OSError, ValueError):  # no usable fd 2 (an embedding host): hold nothing
+        yield held
+        return
+
+    def drain():
+        while chunk := os.read(read_end, 65536):
+            held.chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield held
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # closes the pipe's last write end: the reader sees EOF
+        os.close(saved)
+        reader.join(timeout=5.0)
+        os.close(read_end)
+        if held.keep and held.chunks:
+            os.write(2, b"".join(held.chunks))
 
 
 def _remove_partial(directory: Path, step: int, quiet_s: float = 1.0, max_s: float = 10.0):

@@ -9,8 +9,9 @@
 Conventions (DESIGN.md): the embedding is the env `State` itself; `recurrent_fn` steps the
 env and evaluates the network; reward is that of the player who just moved; discount is -1
 while the game goes on (the next node belongs to the opponent; -gamma with
-`config.discount = gamma < 1`) and 0 at the end, where the value is 0 too. mctx masks invalid actions only at the root, so interior logits are masked
-here with the env's legal mask.
+`config.discount = gamma < 1`) and 0 at the end, where the value is 0 too. mctx masks
+invalid actions only at the root, so interior logits are masked here with the env's legal
+mask.
 """
 
 from __future__ import annotations
