@@ -6,7 +6,8 @@
 
 Nothing here knows any particular game: it uses the Env protocol and the search only.
 Games that do not finish inside the window keep going in the next call (the returned
-`states`); their plies in this window get no value target (`valid` is False).
+`states`); their plies in this window get no value target (`valid` is False), unless
+`value_targets(..., bootstrap=True)` gives them the search's value at the window's end.
 """
 
 from __future__ import annotations
@@ -112,28 +113,36 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
     return traj, states
 
 
-def value_targets(traj: Trajectory, discount: float = 1.0):
+def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = False):
     """Game outcomes from each mover's point of view, by a reverse scan.
 
     v_t = r_t + (0 if done_t else s_t * discount * v_{t+1}), with s_t = -1 when the next
     mover is the opponent and +1 when the same player moves again. Draws give 0. With
     discount = gamma < 1 (as in the search) an outcome n plies ahead counts gamma^n.
 
+    Plies of a game still running at the window's end have no outcome yet. They are left
+    out (`valid` False), or with `bootstrap=True` their targets chain back from the search's
+    root value at the window's last ply, v_{T-1} = root_value_{T-1} (an n-step target, as in
+    MuZero): long games then train on all their plies, not only on the last window's.
+
     Returns:
-      targets float32[T, B] and valid bool[T, B] (False where the game had not ended by the
-      end of the window, so the outcome is unknown).
+      targets float32[T, B] and valid bool[T, B].
     """
+    num_plies, batch = traj.reward.shape
 
     def body(carry, x):
         v_next, ended_next = carry
-        reward, done, player, next_player = x
+        reward, done, player, next_player, root_value, last = x
         sign = jnp.where(next_player == player, 1.0, -1.0)
         v = reward + jnp.where(done, 0.0, sign * discount * v_next)
-        ended = done | ended_next
+        running = last & ~done & bootstrap  # the window ends inside this game
+        v = jnp.where(running, root_value, v)
+        ended = done | ended_next | running
         return (v, ended), (v, ended)
 
-    batch = traj.reward.shape[1]
     init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
-    xs = (traj.reward, traj.done, traj.player, traj.next_player)
+    last = jnp.broadcast_to((jnp.arange(num_plies) == num_plies - 1)[:, None], (num_plies, batch))
+    xs = (traj.reward, traj.done, traj.player, traj.next_player,
+          traj.root_value.astype(jnp.float32), last)
     _, (targets, valid) = jax.lax.scan(body, init, xs, reverse=True)
     return targets, valid

@@ -85,6 +85,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             bounds = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}"
                                                              if high < math.inf else "")
             problems.append(f"{name}={v!r} must be a finite number {bounds}")
+    if not isinstance(get("selfplay.bootstrap"), bool):
+        problems.append(f"selfplay.bootstrap={get('selfplay.bootstrap')!r} must be True or False")
     for name, accepted in choices.items():
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
@@ -228,7 +230,7 @@ def make_steps(setup: Setup):
             setup.search, setup.env, variables, games, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids)
-        targets, valid = selfplay.value_targets(traj, c.search.discount)
+        targets, valid = selfplay.value_targets(traj, c.search.discount, c.selfplay.bootstrap)
         samples, valid_flat = replay.flatten_trajectory(traj, targets, valid)
         buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
         return games, buffer_state, _selfplay_counts(traj, valid)

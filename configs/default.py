@@ -38,6 +38,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)
     c.selfplay.num_plies = 32  # plies per game per iteration (games carry over)
     c.selfplay.temperature_plies = 8  # plies from each game's start played by sampling
+    # Plies of games still running when the window of num_plies ends: False leaves them out
+    # of the replay buffer (outcome targets only, AlphaZero); True keeps them, with value
+    # targets bootstrapped from the search value at the window's end (n-step, as MuZero).
+    # Games much longer than num_plies lose most of their plies without it.
+    c.selfplay.bootstrap = False
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 100_000  # positions kept on device

@@ -195,7 +195,7 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "search.policy", "search.num_simulations", "search.max_num_considered_actions",
             "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
             "search.pb_c_init", "search.pb_c_base", "search.discount", "network.channels",
-            "network.num_blocks",
+            "network.num_blocks", "selfplay.bootstrap",
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
             "eval.opponents", "eval.gating_threshold", "seed"]
 _POSITIVE_INTS = {"selfplay.batch_size", "train.batch_size", "replay.capacity",
@@ -218,6 +218,8 @@ def test_validate_config_with_any_values(changes, num_devices):
     lr = config.train.learning_rate
     if not isinstance(lr, int | float) or isinstance(lr, bool) or not 0 < lr < float("inf"):
         bad.append("train.learning_rate")
+    if not isinstance(config.selfplay.bootstrap, bool):
+        bad.append("selfplay.bootstrap")
     g = config.search.discount
     if not isinstance(g, int | float) or isinstance(g, bool) or not 0 < g <= 1:
         bad.append("search.discount")

@@ -63,6 +63,27 @@ def test_value_targets_discounted_by_hand():
                                expected[expected_valid], rtol=1e-6)
 
 
+def test_value_targets_bootstrap_by_hand():
+    """Plies of a game running at the window's end chain back from the last root value."""
+    g = 0.9
+    # Column 0: p0 wins at t=2; the next game (p1 to move at t=3) is still running.
+    # Column 1: one game running through the whole window, players alternating.
+    player = [[0, 0], [1, 1], [0, 0], [1, 1]]
+    reward = [[0, 0], [0, 0], [1, 0], [0, 0]]
+    done = [[0, 0], [0, 0], [1, 0], [0, 0]]
+    nxt = [[1, 1], [0, 0], [1, 1], [0, 0]]
+    traj = _traj(player, reward, done, nxt)._replace(
+        root_value=jnp.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.3, -0.5]]))
+    targets, valid = selfplay.value_targets(traj, discount=g, bootstrap=True)
+    assert np.asarray(valid).all()
+    expected = [[g * g, 0.5 * g**3], [-g, -0.5 * g * g], [1, 0.5 * g], [0.3, -0.5]]
+    np.testing.assert_allclose(np.asarray(targets), expected, rtol=1e-6)
+    # Without bootstrapping the running plies are left out; the finished game is unchanged.
+    targets, valid = selfplay.value_targets(traj, discount=g)
+    np.testing.assert_array_equal(np.asarray(valid), [[1, 0], [1, 0], [1, 0], [0, 0]])
+    np.testing.assert_allclose(np.asarray(targets)[:3, 0], [g * g, -g, 1], rtol=1e-6)
+
+
 def test_selfplay_records_consistent_games():
     net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
     variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
