@@ -116,6 +116,39 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         raise ValueError("invalid config:\n  " + "\n  ".join(problems))
 
 
+def check_memory(setup, devices) -> None:
+    """Refuses a replay buffer that cannot fit, before anything is allocated or compiled.
+
+    The buffer is the one allocation that grows with the config alone (capacity x position
+    size). It must fit in 80% of one device's memory (`bytes_limit` on GPU/TPU), or on a
+    CPU, where the devices share the host's memory, all the buffers in 80% of the RAM.
+
+    Raises:
+      ValueError: "invalid config: ..." naming `replay.capacity` and the largest that fits.
+    """
+    env, capacity = setup.env, int(setup.config.replay.capacity)
+    per_position = (math.prod(env.observation_shape) * np.dtype(env.observation_dtype).itemsize
+                    + env.num_actions * (4 + 1) + 4)  # observation, policy, legal mask, value
+    stats = devices[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        limit, where = int(stats["bytes_limit"]), f"one {devices[0].device_kind}"
+        need = capacity // len(devices) * per_position
+        largest = int(0.8 * limit) // per_position * len(devices)
+    else:
+        try:
+            limit, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host"
+        except (ValueError, OSError, AttributeError):  # not a POSIX host: no check
+            return
+        need = capacity * per_position // jax.process_count()  # this process's share
+        largest = int(0.8 * limit) // per_position * jax.process_count()
+    if need > 0.8 * limit:
+        gib = 2**30
+        raise ValueError(
+            f"invalid config:\n  replay.capacity={capacity} needs {need / gib:.1f} GiB for the "
+            f"replay buffer ({per_position} bytes per position) but {where} has "
+            f"{limit / gib:.1f} GiB; lower replay.capacity to at most {largest}")
+
+
 def num_shards(config: ml_collections.ConfigDict, num_devices: int) -> int:
     """The number of logical data shards S (see `make_iteration`).
 
@@ -404,6 +437,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     devices = list(devices if devices is not None else jax.devices())
     validate_config(config, len(devices))
     setup = Setup(config, devices)
+    check_memory(setup, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)

@@ -246,6 +246,10 @@ def test_train_py_bad_flags_exit_with_one_paragraph(tmp_path):
                        ["train.batch_size=-4 must be", "selfplay.batch_size=3 must be divisible "
                         "by the number of devices (2)", "train.learning_rate=nan"]),
         "no config file": (["--config=configs/nope.py"], ["configs/nope.py"]),
+        "replay too big": (["--config=configs/gomoku_15x15.py",
+                            "--config.replay.capacity=2000000000"],
+                           ["replay.capacity=2000000000 needs", "GiB for the replay buffer",
+                            "lower replay.capacity to at most"]),
         "debug": (["--config.nope=1"], ["Traceback", "'nope'"]),
     }
     procs = {}
