@@ -27,6 +27,16 @@ class Sample(NamedTuple):
     value: jax.Array  # float32[]         game outcome for the mover
 
 
+def example_sample(env) -> Sample:
+    """The shape and dtype of one position of `env` (leaves: `jax.ShapeDtypeStruct`)."""
+    return Sample(
+        observation=jax.ShapeDtypeStruct(env.observation_shape, env.observation_dtype),
+        policy=jax.ShapeDtypeStruct((env.num_actions,), jnp.float32),
+        legal_mask=jax.ShapeDtypeStruct((env.num_actions,), jnp.bool_),
+        value=jax.ShapeDtypeStruct((), jnp.float32),
+    )
+
+
 class BufferState(NamedTuple):
     data: Sample  # every leaf [capacity, ...]
     insert_pos: jax.Array  # int32[]   next slot to write
@@ -41,7 +51,7 @@ class ReplayBuffer:
     env: Any  # the Env, for `symmetries`
 
     def init(self, example: Sample) -> BufferState:
-        """An empty buffer shaped like one `example` (unbatched)."""
+        """An empty buffer shaped like one `example` (unbatched; arrays or shape structs)."""
         data = jax.tree.map(lambda x: jnp.zeros((self.capacity, *x.shape), x.dtype), example)
         return BufferState(data, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 

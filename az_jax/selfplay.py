@@ -141,7 +141,7 @@ def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = Fal
         return (v, ended), (v, ended)
 
     init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
-    last = jnp.broadcast_to((jnp.arange(num_plies) == num_plies - 1)[:, None], (num_plies, batch))
+    last = jnp.arange(num_plies) == num_plies - 1  # bool[T]
     xs = (traj.reward, traj.done, traj.player, traj.next_player,
           traj.root_value.astype(jnp.float32), last)
     _, (targets, valid) = jax.lax.scan(body, init, xs, reverse=True)

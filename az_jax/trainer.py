@@ -126,9 +126,9 @@ def check_memory(setup, devices) -> None:
     Raises:
       ValueError: "invalid config: ..." naming `replay.capacity` and the largest that fits.
     """
-    env, capacity = setup.env, int(setup.config.replay.capacity)
-    per_position = (math.prod(env.observation_shape) * np.dtype(env.observation_dtype).itemsize
-                    + env.num_actions * (4 + 1) + 4)  # observation, policy, legal mask, value
+    capacity = int(setup.config.replay.capacity)
+    per_position = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
+                       for x in jax.tree.leaves(replay.example_sample(setup.env)))
     device = next((d for d in devices if d.process_index == jax.process_index()), devices[0])
     try:
         stats = device.memory_stats() or {}
@@ -213,12 +213,7 @@ class Setup:
         train_state = learner.init_train_state(variables, self.tx)
         games = jax.vmap(self.env.init)(
             jax.random.split(k_games, self.config.selfplay.batch_size))
-        example = replay.Sample(
-            observation=jnp.zeros(self.env.observation_shape, self.env.observation_dtype),
-            policy=jnp.zeros(self.env.num_actions, jnp.float32),
-            legal_mask=jnp.zeros(self.env.num_actions, jnp.bool_),
-            value=jnp.zeros((), jnp.float32),
-        )
+        example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
         return (parallel.replicate(self.mesh, train_state),
