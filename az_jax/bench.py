@@ -6,7 +6,7 @@ Subcommands:
         installed (connect4 <-> connect_four, tictactoe <-> tic_tac_toe).
 
   selfplay  Bare network forward positions/s vs self-play simulations/s, network
-        evaluations/s (simulations + 1 per move: the root too) and moves/s at the same
+        evaluations/s (simulations per move, plus the roots) and moves/s at the same
         batch; the ratio self-play evaluations/s over forward positions/s; compile times;
         with --devices 1,2,4 a scaling table over meshes of k devices (self-play alone and
         whole training iterations).
@@ -458,7 +458,8 @@ def _selfplay_args(p: argparse.ArgumentParser) -> None:
                         "that many devices when run as `python -m az_jax.bench`)")
 
 
-def make_selfplay_program(env, search_fn, c, plies: int) -> Callable:
+def make_selfplay_program(env, search_fn, c, plies: int,
+                          reuse_root: bool | None = None) -> Callable:
     """`play(variables, states, key, game_ids) -> (Trajectory, states)`, as the trainer calls
     selfplay (game_ids a traced input, greedy late moves from Gumbel search). Not jitted."""
     from az_jax import selfplay
@@ -467,7 +468,7 @@ def make_selfplay_program(env, search_fn, c, plies: int) -> Callable:
         return selfplay.selfplay(search_fn, env, variables, states, key, num_plies=plies,
                                  temperature_plies=c.selfplay.temperature_plies,
                                  greedy_from_search=c.search.policy == "gumbel",
-                                 game_ids=game_ids)
+                                 game_ids=game_ids, reuse_root=reuse_root)
 
     return play
 
@@ -475,7 +476,7 @@ def make_selfplay_program(env, search_fn, c, plies: int) -> Callable:
 def run_selfplay(args: argparse.Namespace) -> dict:
     """Bare network forward vs self-play with search at the same batch on one device, and
     with --devices the trainer's iteration on meshes of k devices (`run_scaling`)."""
-    from az_jax import network, search
+    from az_jax import network, search, selfplay
 
     c, batch, sims = _sized_config(args)
     env = envs.make(c.env.id, **c.env.kwargs)
@@ -483,8 +484,9 @@ def run_selfplay(args: argparse.Namespace) -> dict:
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
     search_fn = search.make_search(env, net, c.search)
     states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(1), batch))
-    # Self-play evaluates the network once at the root and once per simulation.
-    evals = args.plies * (sims + 1)  # network calls of batch B in one self-play call
+    # Once per simulation, and at the root: once per window where the env is deterministic
+    # (the played child's evaluation is reused), else once per move.
+    evals = selfplay.network_calls(args.plies, sims, env.deterministic)  # batch B each
 
     @jax.jit
     def forward(variables, obs, mask):
@@ -519,7 +521,8 @@ def run_selfplay(args: argparse.Namespace) -> dict:
           f"(compile {result['forward_compile_s']:.1f}s)")
     print(f"  self-play + search   {_si(result['selfplay_simulations_per_s'])} simulations/s, "
           f"{_si(result['selfplay_evaluations_per_s'])} network evaluations/s "
-          f"(simulations + root), {_si(result['selfplay_moves_per_s'])} moves/s "
+          f"({evals} calls of batch {batch} per window), "
+          f"{_si(result['selfplay_moves_per_s'])} moves/s "
           f"(compile {result['selfplay_compile_s']:.1f}s)")
     print(f"  ratio self-play evaluations/s over forward positions/s  "
           f"{result['ratio_selfplay_over_forward']:.2f}  (1.0: search and env cost nothing)")
@@ -662,14 +665,15 @@ def _print_scaling(rows: list[dict], batch: int, sims: int, plies: int) -> None:
 
 _SELFPLAY_DESCRIPTION = """\
 Times, at the self-play batch and on one device: the bare network forward (a jitted scan of
-plies * (simulations + 1) calls on a changing input) in positions/s, and vectorized
+as many calls as self-play makes, on a changing input) in positions/s, and vectorized
 self-play with mctx search over the real env (selfplay.selfplay over --plies plies, called
 as the trainer calls it) in simulations/s (= batch * plies * simulations / seconds), network
-evaluations/s (= batch * plies * (simulations + 1) / seconds: the root is evaluated too)
-and moves/s. The ratio is self-play network evaluations/s over bare forward positions/s:
-1.0 means the search and the env cost nothing. Compile times and peak memory (device, or
-host RSS on CPU) are reported. With --devices 1,2,4 it also times the trainer's own
-iteration on meshes of the first k devices, built as the trainer builds it
+evaluations/s (= batch * calls / seconds; calls = plies * simulations + 1 with a
+deterministic env, whose roots reuse the previous search's evaluation, else plies *
+(simulations + 1)) and moves/s. The ratio is self-play network evaluations/s over bare
+forward positions/s: 1.0 means the search and the env cost nothing. Compile times and peak
+memory (device, or host RSS on CPU) are reported. With --devices 1,2,4 it also times the
+trainer's own iteration on meshes of the first k devices, built as the trainer builds it
 (trainer.make_iteration_fn: one jitted program, or on CPU the updates looped from the
 host), without updates (self-play + replay writes: sims/s, moves/s) and with them
 (iteration s, updates/s), and prints a scaling table with speedups over the first k."""
@@ -783,7 +787,7 @@ timed separately. Compile times and peak memory are reported."""
 def _pgx_args(p: argparse.ArgumentParser) -> None:
     _config_args(p)
     p.add_argument("--quick", action="store_true",
-                   help="time only pgx-style and ours as trained (2 compiles instead of 4)")
+                   help="time only pgx-style and ours as trained (2 compiles instead of 5)")
 
 
 def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulations: int,
@@ -851,7 +855,7 @@ def run_pgx(args: argparse.Namespace) -> dict:
     except ImportError:
         print("pgx is not installed: skipping the pgx comparison (pip install -e \".[pgx]\")")
         return {"subcommand": "pgx", "skipped": "pgx not installed"}
-    from az_jax import network, search
+    from az_jax import network, search, selfplay
 
     c, batch, sims = _sized_config(args)
     if c.env.id not in PGX_MATCH:
@@ -866,14 +870,16 @@ def run_pgx(args: argparse.Namespace) -> dict:
     game_ids = jnp.arange(batch, dtype=jnp.int32)
     plies = args.plies
 
-    def ours_call(env, with_ids):
+    # Each entry: (jitted call, its arguments, network calls of batch B per window).
+    def ours_call(env, with_ids, reuse_root=None):
         net = network.make_network(c.network, env)
         variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+        reuse_root = env.deterministic if reuse_root is None else reuse_root
         play = jax.jit(make_selfplay_program(env, search.make_search(env, net, c.search), c,
-                                             plies))
+                                             plies, reuse_root))
         states = jax.vmap(env.init)(keys)
-        return play, (variables, states, jax.random.PRNGKey(2)) + ((game_ids,) if with_ids
-                                                                   else ())
+        inputs = (variables, states, jax.random.PRNGKey(2)) + ((game_ids,) if with_ids else ())
+        return play, inputs, selfplay.network_calls(plies, sims, reuse_root)
 
     # pgx style, with our ResNet on pgx's observation (the same network as on the adapter).
     net = network.make_network(c.network, adapter)
@@ -884,21 +890,24 @@ def run_pgx(args: argparse.Namespace) -> dict:
                                          max_num_considered_actions=considered))
     calls = {
         "pgx-style": (pgx_play, (variables, jax.vmap(pgx_env.init)(keys),
-                                 jax.random.PRNGKey(2))),
+                                 jax.random.PRNGKey(2)),
+                      selfplay.network_calls(plies, sims, reuse_root=False)),
         f"ours {c.env.id}, game_ids (as trained)": ours_call(ours, True),
     }
     if not args.quick:
         calls[f"ours {c.env.id}, no game_ids"] = ours_call(ours, False)
         calls[f"ours pgx:{pgx_id} adapter, game_ids"] = ours_call(adapter, True)
+        # Every root evaluated afresh, as pgx-style does: what reusing the child's saves.
+        calls[f"ours {c.env.id}, game_ids, fresh roots"] = ours_call(ours, True, False)
 
     rows = []
-    timings = _time_interleaved(list(calls.values()), args.repeats)
-    for name, t in zip(calls, timings, strict=True):
+    timings = _time_interleaved([call[:2] for call in calls.values()], args.repeats)
+    for (name, (_, _, calls_b)), t in zip(calls.items(), timings, strict=True):
         best = t["best_s"]
         rows.append({"impl": name, "run_s": best, "cpu_s": t["cpu_s"],
                      "compile_s": t["compile_s"], "moves_per_s": batch * plies / best,
                      "simulations_per_s": batch * plies * sims / best,
-                     "evaluations_per_s": batch * plies * (sims + 1) / best})
+                     "network_calls": calls_b, "evaluations_per_s": batch * calls_b / best})
     pgx_times = np.asarray(timings[0]["times_s"])
     for r, t in zip(rows, timings, strict=True):
         r["over_pgx"] = r["moves_per_s"] / rows[0]["moves_per_s"]
@@ -918,6 +927,7 @@ def run_pgx(args: argparse.Namespace) -> dict:
     if not args.quick:
         result["ours_no_game_ids_over_pgx"] = rows[2]["over_pgx"]
         result["ours_adapter_over_pgx"] = rows[3]["over_pgx"]
+        result["ours_fresh_roots_over_pgx"] = rows[4]["over_pgx"]
     print(f"self-play, ours vs pgx's AlphaZero example style ({pgx_id}, pgx "
           f"{pgx.__version__}): batch {batch}, {sims} simulations (Gumbel), {plies} plies, "
           f"network {result['network']} (load {result['load_average']:.1f})")
@@ -944,7 +954,9 @@ _PGX_DESCRIPTION = """\
 Times self-play written as pgx's AlphaZero example writes it (pgx env, vmap(env.step) in
 recurrent_fn, mctx.gumbel_muzero_policy, lax.scan with pgx.experimental.auto_reset) against
 ours (selfplay.selfplay over our env with game_ids as the trainer passes them, without
-game_ids, and over pgx's game through our envs.make("pgx:...") adapter), all with our
+game_ids, over pgx's game through our envs.make("pgx:...") adapter, and with every root
+evaluated afresh as pgx-style does instead of reusing the played child's evaluation from
+the previous search), all with our
 ResNet of the config's size, the same simulations, batch and plies, in one process. Prints
 moves/s and the ratio ours/pgx (the issue's target: >= 1.0). Needs pgx; the config's env
 must have a pgx twin (connect4 -> connect_four, tictactoe -> tic_tac_toe). Our connect4

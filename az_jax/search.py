@@ -67,53 +67,86 @@ def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
     return recurrent_fn
 
 
-def root_output(env, apply_fn, variables, state) -> mctx.RootFnOutput:
-    """The root of the search for a batch of env states."""
-    del env
-    logits, value = apply_fn(variables, state.observation, state.legal_action_mask)
-    return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
-
-
-def make_search(env, net, config):
-    """Builds `search(variables, state, key, *, evaluation=False, num_simulations=None)`.
+def make_search(env, net, config) -> Search:
+    """The batched search over `env` with the Flax network `net` (eval mode).
 
     Args:
       env: an `envs.Env`.
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
         pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount).
+    """
+    return Search(env, lambda v, obs, mask: net.apply(v, obs, mask, train=False), config)
+
+
+class Search:
+    """A batched search over the real game dynamics (build it with `make_search`).
+
+        out = search(variables, state, key)          # mctx.PolicyOutput, batch B
+        root = search.root(variables, state)         # the network at the roots only
+
+    `Search(env, apply_fn, config)` takes any `apply_fn(variables, obs, legal_mask) ->
+    (logits, value)`. It holds only static configuration, so it can be a static argument of
+    `jit`.
 
     Raises:
       ValueError: unknown policy or a non-positive simulation count.
     """
-    if config.policy not in POLICIES:
-        raise ValueError(f"search.policy={config.policy!r}; accepted: {', '.join(POLICIES)}")
-    if config.num_simulations < 1:
-        raise ValueError("search.num_simulations must be >= 1")
-    apply_fn = lambda v, obs, mask: net.apply(v, obs, mask, train=False)
-    return make_search_from_apply(env, apply_fn, config)
 
+    def __init__(self, env, apply_fn, config):
+        if config.policy not in POLICIES:
+            raise ValueError(f"search.policy={config.policy!r}; accepted: "
+                             f"{', '.join(POLICIES)}")
+        if config.num_simulations < 1:
+            raise ValueError("search.num_simulations must be >= 1")
+        self.env, self.apply_fn, self.config = env, apply_fn, config
+        # Configs saved before `discount` existed have none: they searched undiscounted.
+        self.recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
 
-def make_search_from_apply(env, apply_fn, config):
-    """As `make_search`, for any `apply_fn(variables, obs, legal_mask) -> (logits, value)`."""
-    # Configs saved before `discount` existed have none: they searched undiscounted.
-    recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
+    def root(self, variables, state) -> mctx.RootFnOutput:
+        """The network's prior logits [B, A] and value [B] at a batch of env states."""
+        logits, value = self.apply_fn(variables, state.observation, state.legal_action_mask)
+        return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
 
-    def search_batch(variables, state, key, evaluation, sims) -> mctx.PolicyOutput:
-        root = root_output(env, apply_fn, variables, state)
-        invalid = ~state.legal_action_mask
+    def __call__(self, variables, state, key, *, evaluation: bool = False,
+                 num_simulations: int | None = None,
+                 root: mctx.RootFnOutput | None = None) -> mctx.PolicyOutput:
+        """Runs a batched search from `state` (batched env states, leading dim B).
+
+        `key` is one key for the batch, or one key per game (shape [B, 2]): per-game keys
+        make each game's noise independent of how the batch is split over devices. The
+        key is consumed. `evaluation=True` turns the root noise off. `root`: the network's
+        output at `state` when the caller already has it (self-play reuses the played
+        child's evaluation from the previous search); None evaluates it here.
+        """
+        sims = int(num_simulations or self.config.num_simulations)
+        if root is None:
+            root = self.root(variables, state)
+        if key.ndim == 1:
+            return self._search(variables, root, key, evaluation, sims)
+
+        def one(root, key):  # a batch of one game, so its noise depends on its key only
+            root = jax.tree.map(lambda x: x[None], root)
+            out = self._search(variables, root, key, evaluation, sims)
+            return jax.tree.map(lambda x: x[0], out)
+
+        return jax.vmap(one)(root, key)
+
+    def _search(self, variables, root, key, evaluation, sims) -> mctx.PolicyOutput:
+        config = self.config
+        invalid = ~root.embedding.legal_action_mask
         chex.assert_equal_shape([root.prior_logits, invalid])
         if config.policy == "gumbel":
             return mctx.gumbel_muzero_policy(
-                variables, key, root, recurrent_fn,
+                variables, key, root, self.recurrent_fn,
                 num_simulations=sims,
                 invalid_actions=invalid,
                 max_num_considered_actions=min(config.max_num_considered_actions,
-                                               env.num_actions),
+                                               self.env.num_actions),
                 gumbel_scale=0.0 if evaluation else config.gumbel_scale,
             )
         return mctx.muzero_policy(
-            variables, key, root, recurrent_fn,
+            variables, key, root, self.recurrent_fn,
             num_simulations=sims,
             invalid_actions=invalid,
             qtransform=qtransform_parent_fpu,
@@ -123,27 +156,6 @@ def make_search_from_apply(env, apply_fn, config):
             pb_c_base=config.pb_c_base,
             temperature=0.0 if evaluation else 1.0,
         )
-
-    def search(variables, state, key, *, evaluation: bool = False,
-               num_simulations: int | None = None) -> mctx.PolicyOutput:
-        """Runs a batched search from `state` (batched env states, leading dim B).
-
-        `key` is one key for the batch, or one key per game (shape [B, 2]): per-game keys
-        make each game's noise independent of how the batch is split over devices. The
-        key is consumed. `evaluation=True` turns the root noise off.
-        """
-        sims = int(num_simulations or config.num_simulations)
-        if key.ndim == 1:
-            return search_batch(variables, state, key, evaluation, sims)
-
-        def one(state, key):  # a batch of one game, so its noise depends on its key only
-            state = jax.tree.map(lambda x: x[None], state)
-            out = search_batch(variables, state, key, evaluation, sims)
-            return jax.tree.map(lambda x: x[0], out)
-
-        return jax.vmap(one)(state, key)
-
-    return search
 
 
 @functools.partial(jax.jit, static_argnames=("search", "evaluation", "num_simulations"))

@@ -8,6 +8,15 @@ Nothing here knows any particular game: it uses the Env protocol and the search 
 Games that do not finish inside the window keep going in the next call (the returned
 `states`); their plies in this window get no value target (`valid` is False), unless
 `value_targets(..., bootstrap=True)` gives them the search's value at the window's end.
+
+With a deterministic env (`env.deterministic`) the network is not called again at the root
+of each search: the played child was already evaluated inside the previous search (its
+prior logits and raw value are in the mctx tree), and a game that restarts takes the
+evaluation of the initial position, made once per window. Each move then costs
+`num_simulations` network calls instead of `num_simulations + 1`. For this the played move
+must be a visited child: plies played by sampling draw among the visited actions only
+(all of them with visit-count policies; with Gumbel, the considered actions that got
+simulations).
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import mctx
 
 
 class Trajectory(NamedTuple):
@@ -31,19 +41,22 @@ class Trajectory(NamedTuple):
     root_value: jax.Array  # float32[T, B]    the search's value estimate at the root
 
 
-def select_action(key, search_action, weights, step_count, temperature_plies,
+def select_action(key, search_action, weights, visited, step_count, temperature_plies,
                   greedy_from_search):
     """Samples from the search policy for the first `temperature_plies` plies, then greedy.
 
     One game (vmap for a batch).
     Args:
       search_action: int32[] the search's own choice; weights: float32[A] its policy.
+      visited: bool[A] root children the search visited; only these are sampled.
       step_count: int32[] plies already played in the game.
       greedy_from_search: if True the late-game move is `policy_output.action` (Gumbel's
-        choice); otherwise the argmax of `action_weights`.
+        choice, always visited); otherwise the argmax of `action_weights`.
     """
-    sampled = jax.random.categorical(key, jnp.log(jnp.maximum(weights, 1e-30)))
-    greedy = search_action if greedy_from_search else jnp.argmax(weights)
+    logits = jnp.where(visited, jnp.log(jnp.maximum(weights, 1e-30)),
+                       jnp.finfo(jnp.float32).min)
+    sampled = jax.random.categorical(key, logits)
+    greedy = search_action if greedy_from_search else jnp.argmax(jnp.where(visited, weights, -1.0))
     return jnp.where(step_count < temperature_plies, sampled, greedy).astype(jnp.int32)
 
 
@@ -57,7 +70,7 @@ def per_game_keys(key, game_ids):
 
 
 def selfplay(search, env, variables, states, key, *, num_plies: int, temperature_plies: int,
-             greedy_from_search: bool = True, game_ids=None):
+             greedy_from_search: bool = True, game_ids=None, reuse_root: bool | None = None):
     """Plays `num_plies` plies in every game of the batch `states`.
 
     Args:
@@ -72,10 +85,20 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
         argmax of the policy target.
       game_ids: int32[B] global indices of these games (default arange(B)); see
         `per_game_keys`.
+      reuse_root: take each root's evaluation from the previous search's tree (see the
+        module docstring); default `env.deterministic`. It changes no result, only the cost.
     Returns:
       (Trajectory [T, B, ...], the states after the window).
+
+    Raises:
+      ValueError: `reuse_root=True` with an env that is not deterministic.
     """
+    if reuse_root is None:
+        reuse_root = env.deterministic
+    elif reuse_root and not env.deterministic:
+        raise ValueError(f"reuse_root=True needs a deterministic env; {env!r} has chance")
     batch = states.current_player.shape[0]
+    rows = jnp.arange(batch)
     if game_ids is None:
         game_ids = jnp.arange(batch, dtype=jnp.int32)
 
@@ -85,32 +108,61 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
             lambda f, s: jnp.where(states.done.reshape((-1,) + (1,) * (s.ndim - 1)), f, s),
             fresh, states)
 
-    def body(states, key):
+    k_reset, k_scan = jax.random.split(key)
+    states = reset_done(states, k_reset)
+    if reuse_root:  # the network at this window's roots, and at the initial position
+        first = search.root(variables, states)
+        start = jax.vmap(env.init)(jax.random.PRNGKey(0)[None])  # any key: deterministic
+        initial = search.root(variables, start)  # [1, A], [1]
+        evaluated = (first.prior_logits, first.value)  # float32[B, A], float32[B]
+    else:
+        evaluated = None
+
+    def body(carry, key):
+        states, evaluated = carry
         k_search, k_act, k_step, k_reset = jax.random.split(key, 4)
+        root = None
+        if evaluated is not None:
+            root = mctx.RootFnOutput(prior_logits=evaluated[0], value=evaluated[1],
+                                     embedding=states)
         # One search key per shard (its first game id): per-game keys would make the noise
         # independent of the device split, but a batch-of-one search per game costs ~2x.
-        out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]))
+        out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]), root=root)
+        tree = out.search_tree
         act_keys = per_game_keys(k_act, game_ids)
-        action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, None, None))(
-            act_keys, out.action, out.action_weights, states.step_count, temperature_plies,
-            greedy_from_search)
+        action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, 0, None, None))(
+            act_keys, out.action, out.action_weights, tree.children_visits[:, 0] > 0,
+            states.step_count, temperature_plies, greedy_from_search)
         nxt = jax.vmap(env.step)(states, action, per_game_keys(k_step, game_ids))
         record = Trajectory(
             observation=states.observation,
             policy=out.action_weights,
             legal_mask=states.legal_action_mask,
             player=states.current_player,
-            reward=nxt.rewards[jnp.arange(batch), states.current_player],
+            reward=nxt.rewards[rows, states.current_player],
             done=nxt.done,
             next_player=nxt.current_player,
-            root_value=out.search_tree.node_values[:, 0],
+            root_value=tree.node_values[:, 0],
         )
-        return reset_done(nxt, k_reset), record
+        if evaluated is not None:  # the played child's evaluation; restarts: the initial one
+            child = tree.children_index[rows, 0, action]  # int32[B], visited: >= 0
+            restart = nxt.done[:, None]
+            evaluated = (
+                jnp.where(restart, initial.prior_logits, tree.children_prior_logits[rows, child]),
+                jnp.where(restart[:, 0], initial.value, tree.raw_values[rows, child]),
+            )
+        return (reset_done(nxt, k_reset), evaluated), record
 
-    k_reset, k_scan = jax.random.split(key)
-    states = reset_done(states, k_reset)
-    states, traj = jax.lax.scan(body, states, jax.random.split(k_scan, num_plies))
+    (states, _), traj = jax.lax.scan(body, (states, evaluated),
+                                     jax.random.split(k_scan, num_plies))
     return traj, states
+
+
+def network_calls(num_plies: int, num_simulations: int, reuse_root: bool) -> int:
+    """Network calls of batch B in one `selfplay` window (`reuse_root` adds one of batch 1)."""
+    if reuse_root:
+        return num_plies * num_simulations + 1
+    return num_plies * (num_simulations + 1)
 
 
 def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = False):

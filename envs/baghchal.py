@@ -237,6 +237,7 @@ class BaghChal(core.Env):
     version = "v1"
     num_actions = NUM_ACTIONS
     observation_shape = (N, N, 7)
+    deterministic = True
 
     def __init__(self, max_steps: int = 200):
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:

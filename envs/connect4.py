@@ -38,6 +38,7 @@ class Connect4(core.Env):
     num_actions = COLS
     observation_shape = (ROWS, COLS, 3)
     observation_dtype = jnp.bool_
+    deterministic = True
 
     def _init(self, key):
         del key

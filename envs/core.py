@@ -94,6 +94,11 @@ class Env(abc.ABC):
     # tree then hold 1 byte per value instead of 4), else float32.
     observation_dtype: Any = jnp.float32
     max_steps: int | None = None
+    # True when `init` and `step` ignore their keys (no chance): every game starts from the
+    # same position and the search's child of the played move is the next state, so
+    # self-play reuses the child's network evaluation as the next root. Games with chance
+    # leave it False. `envs.testing.api_test` checks it.
+    deterministic: bool = False
 
     # ------------------------------------------------------------------ pure API
     def init(self, key: Array) -> State:

@@ -43,6 +43,7 @@ class Gomoku(core.Env):
 
     id = "gomoku"
     version = "v1"
+    deterministic = True
 
     def __init__(self, size: int = 15, rule: str = "freestyle"):
         """Builds the env.

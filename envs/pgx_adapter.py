@@ -29,6 +29,10 @@ def _pgx():
     return pgx
 
 
+# pgx games with chance (dice, dealt cards, random tiles): their states depend on the keys.
+_CHANCE = frozenset({"2048", "backgammon", "kuhn_poker", "leduc_holdem", "sparrow_mahjong"})
+
+
 class PgxEnv(core.Env):
     """A pgx two-player game. `game` in our State is `(pgx_state, first_mover_pgx_id)`."""
 
@@ -44,6 +48,8 @@ class PgxEnv(core.Env):
             raise ValueError(f"pgx:{pgx_id} has {self._env.num_players} players; only "
                              "two-player games are supported")
         self.pgx_id = pgx_id
+        # pgx's init draws only who moves first, which `_wrap` maps away.
+        self.deterministic = pgx_id not in _CHANCE
         self.num_actions = int(self._env.num_actions)
         self.observation_shape = tuple(self._env.observation_shape)
         obs = jax.eval_shape(self._env.init, jax.random.PRNGKey(0)).observation

@@ -83,8 +83,32 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
     assert np.all(bad.terminated), "an out-of-range action must end the game"
     np.testing.assert_array_equal(bad.rewards[:, 0], -1.0)
 
+    if env.deterministic:
+        _check_deterministic(init, step, num_games, seed)
     _check_point_of_view(env, seed)
     _check_symmetries(env, seed)
+
+
+def _check_deterministic(init, step, num_games, seed, plies: int = 60):
+    """An env that says `deterministic` plays the same games whatever keys it is given:
+    the same random moves from `init` with other keys, stepped with other keys, give the
+    same observations, masks, rewards, movers and ends (self-play relies on it)."""
+    k_init_a, k_init_b, k_step_a, k_step_b, k_act = jax.random.split(
+        jax.random.PRNGKey(seed + 11), 5)
+    a = init(jax.random.split(k_init_a, num_games))
+    b = init(jax.random.split(k_init_b, num_games))
+    for ply in range(plies):
+        for name in ("observation", "legal_action_mask", "rewards", "current_player",
+                     "terminated", "truncated", "step_count"):
+            np.testing.assert_array_equal(
+                np.asarray(getattr(a, name)), np.asarray(getattr(b, name)),
+                err_msg=f"env.deterministic is True but {name} depends on the keys "
+                        f"(ply {ply})")
+        if np.all(a.done):
+            break
+        action = _random_legal(jax.random.fold_in(k_act, ply), a.legal_action_mask)
+        a = step(a, action, jax.random.split(jax.random.fold_in(k_step_a, ply), num_games))
+        b = step(b, action, jax.random.split(jax.random.fold_in(k_step_b, ply), num_games))
 
 
 def _check_transition(env, prev, action, state, use_illegal):

@@ -34,6 +34,7 @@ class TicTacToe(core.Env):
     num_actions = 9
     observation_shape = (3, 3, 3)
     observation_dtype = jnp.bool_
+    deterministic = True
 
     def _init(self, key):
         del key

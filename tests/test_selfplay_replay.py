@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import pytest
 
 import envs
 from az_jax import network, replay, search, selfplay
@@ -106,6 +107,60 @@ def test_selfplay_records_consistent_games():
     np.testing.assert_array_equal(nxt[~done], 1 - player[~done])
     targets, valid = selfplay.value_targets(traj)
     assert set(np.unique(np.asarray(targets)[np.asarray(valid)])) <= {-1.0, 0.0, 1.0}
+
+
+@pytest.mark.parametrize("policy", ["gumbel", "muzero"])
+def test_reused_roots_play_the_same_games(policy):
+    """Taking each root's evaluation from the previous search's tree (and the initial
+    position's after a restart) plays exactly the games that fresh root evaluations play:
+    20 plies of tic-tac-toe with restarts, sampled openings and Dirichlet/Gumbel noise."""
+    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
+    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
+    cfg = ml_collections.ConfigDict(dict(
+        policy=policy, num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
+    fn = search.make_search(ENV, net, cfg)
+    states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 6))
+
+    def play(reuse_root):
+        return jax.jit(lambda s, k: selfplay.selfplay(
+            fn, ENV, variables, s, k, num_plies=20, temperature_plies=4,
+            greedy_from_search=policy == "gumbel", reuse_root=reuse_root))(
+                states, jax.random.PRNGKey(2))
+
+    (reused, end_reused), (fresh, end_fresh) = play(True), play(False)
+    assert np.asarray(fresh.done).sum() >= 6  # games restart inside the window
+    for name in ("observation", "player", "reward", "done", "next_player", "legal_mask"):
+        np.testing.assert_array_equal(np.asarray(getattr(reused, name)),
+                                      np.asarray(getattr(fresh, name)), err_msg=name)
+    np.testing.assert_allclose(np.asarray(reused.policy), np.asarray(fresh.policy), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(reused.root_value), np.asarray(fresh.root_value),
+                               atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(end_reused.observation),
+                                  np.asarray(end_fresh.observation))
+
+
+def test_sampled_moves_are_visited_children():
+    weights = jnp.array([0.5, 0.3, 0.0, 0.2])  # the improved policy puts mass on action 0
+    visited = jnp.array([False, True, False, True])
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    pick = jax.vmap(selfplay.select_action, in_axes=(0, None, None, None, None, None, None))
+    sampled = np.asarray(pick(keys, 0, weights, visited, 0, 4, False))
+    assert set(np.unique(sampled)) == {1, 3}
+    assert 0.5 < np.mean(sampled == 1) < 0.7  # 0.3 / (0.3 + 0.2)
+    greedy = np.asarray(pick(keys[:1], 0, weights, visited, 9, 4, False))
+    np.testing.assert_array_equal(greedy, [1])
+
+
+def test_reuse_root_refused_for_games_with_chance():
+    class Chancy(type(ENV)):
+        deterministic = False
+
+    env = Chancy()
+    with pytest.raises(ValueError, match="deterministic"):
+        selfplay.selfplay(None, env, None, jax.vmap(env.init)(jax.random.split(
+            jax.random.PRNGKey(0), 2)), jax.random.PRNGKey(1), num_plies=1,
+            temperature_plies=0, reuse_root=True)
 
 
 def _samples(values):

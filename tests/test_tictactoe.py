@@ -29,6 +29,24 @@ def test_api():
     api_test(ENV, num_games=8, max_plies=12)
 
 
+class _CoinFlipDraw(type(ENV)):
+    """Tic-tac-toe where a coin may end the game as a draw after each move: chance."""
+
+    def _step(self, state, action, key):
+        moved = super()._step(state, action, key)
+        coin = jax.random.bernoulli(key, 0.2)
+        return moved.replace(truncated=coin & ~moved.terminated)
+
+
+def test_api_catches_a_false_deterministic_claim():
+    env = _CoinFlipDraw()
+    env.deterministic = False
+    api_test(env, num_games=8, max_plies=12)  # a game with chance passes as such
+    env.deterministic = True
+    with pytest.raises(AssertionError, match="depends on the keys"):
+        api_test(env, num_games=8, max_plies=12)
+
+
 @pytest.mark.parametrize(
     "x_moves, o_moves",
     [
