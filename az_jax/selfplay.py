@@ -146,11 +146,10 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
         )
         if evaluated is not None:  # the played child's evaluation; restarts: the initial one
             child = tree.children_index[rows, 0, action]  # int32[B], visited: >= 0
-            restart = nxt.done[:, None]
-            evaluated = (
-                jnp.where(restart, initial.prior_logits, tree.children_prior_logits[rows, child]),
-                jnp.where(restart[:, 0], initial.value, tree.raw_values[rows, child]),
-            )
+            logits, value = tree.children_prior_logits[rows, child], tree.raw_values[rows, child]
+            restart = nxt.done  # bool[B]: reset_done puts the initial position there
+            evaluated = (jnp.where(restart[:, None], initial.prior_logits, logits),
+                         jnp.where(restart, initial.value, value))
         return (reset_done(nxt, k_reset), evaluated), record
 
     (states, _), traj = jax.lax.scan(body, (states, evaluated),
