@@ -24,57 +24,22 @@ import numpy as np
 from az_jax import checkpoint as ckpt
 from az_jax import search as search_lib
 
-# Names of the two sides (player 0 moves first), as the env's render shows them.
-SIDE_NAMES = {
-    "tictactoe": ("X", "O"),
-    "connect4": ("X", "O"),
-    "gomoku": ("black", "white"),
-    "baghchal": ("goats", "tigers"),
-}
-# Other words a person may type for a side (lower case) -> player.
-_SIDE_ALIASES = {
-    "gomoku": {"x": 0, "o": 1, "b": 0, "w": 1},
-    "baghchal": {"goat": 0, "g": 0, "tiger": 1, "t": 1},
-}
-
-
-def side_names(env) -> tuple[str, str]:
-    """The names of player 0 and player 1 in this game."""
-    return SIDE_NAMES.get(env.id, ("first player", "second player"))
-
 
 def parse_side(env, text: str) -> int:
-    """'first'/'second', '1'/'2' or a side name of this game -> player 0 or 1.
+    """'first'/'second', '1'/'2' or a side name of this game (`env.side_names`,
+    `env.side_aliases`) -> player 0 or 1.
 
     Raises:
       ValueError: listing the accepted values.
     """
     t = str(text).strip().lower()
-    names = [n.lower() for n in side_names(env)]
+    names = [n.lower() for n in env.side_names]
     table = {"first": 0, "second": 1, "1": 0, "2": 1, names[0]: 0, names[1]: 1,
-             **_SIDE_ALIASES.get(env.id, {})}
+             **env.side_aliases}
     if t in table:
         return table[t]
     accepted = ", ".join(["first", "second", "1", "2", *names])
     raise ValueError(f"unknown side {text!r} for {env.id}; accepted: {accepted}")
-
-
-_MOVE_HELP = {
-    "tictactoe": "a cell: column letter and row number (A1..C3), or 1-9 in reading order",
-    "connect4": "a column number 1-7",
-    "gomoku": "a point: column letter then row number from the bottom, like {mid}",
-    "baghchal": "place a goat on one point (C3); move with two points (A1-B2); a tiger's "
-                "jump names its landing point (A1-C3)",
-}
-
-
-def move_help(env) -> str:
-    """How moves of this game are typed, in one line."""
-    text = _MOVE_HELP.get(env.id, "a move in the game's notation")
-    if env.id == "gomoku":
-        mid = env.num_actions // 2
-        text = text.format(mid=env.action_to_str(mid))
-    return text
 
 
 def quiet_logs() -> None:

@@ -60,7 +60,6 @@ class TerminalGame:
 
     def __init__(self, agent, human: int | None, num_simulations: int, top: int = 5,
                  delay: float = 0.0, read=None, write=print):
-        from az_jax import agent as agent_lib
 
         self.agent = agent
         self.env = agent.env
@@ -70,8 +69,8 @@ class TerminalGame:
         self.delay = delay
         self.read = read or _read_line
         self.write = write
-        self.sides = agent_lib.side_names(self.env)
-        self.move_help = agent_lib.move_help(self.env)
+        self.sides = self.env.side_names
+        self.move_help = self.env.move_help
         self.new_game()
 
     def new_game(self) -> None:

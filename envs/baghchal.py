@@ -238,6 +238,10 @@ class BaghChal(core.Env):
     num_actions = NUM_ACTIONS
     observation_shape = (N, N, 7)
     deterministic = True
+    side_names = ("goats", "tigers")
+    side_aliases = {"goat": 0, "g": 0, "tiger": 1, "t": 1}  # noqa: RUF012 - read only
+    move_help = ("place a goat on one point (C3); move with two points (A1-B2); a tiger's "
+                 "jump names its landing point (A1-C3)")
 
     def __init__(self, max_steps: int = 200):
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:

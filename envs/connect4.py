@@ -39,6 +39,8 @@ class Connect4(core.Env):
     observation_shape = (ROWS, COLS, 3)
     observation_dtype = jnp.bool_
     deterministic = True
+    side_names = ("X", "O")
+    move_help = "a column number 1-7"
 
     def _init(self, key):
         del key

@@ -167,6 +167,16 @@ class Env(abc.ABC):
     def _observe(self, state: State) -> Array: ...
 
     # ------------------------------------------------------------ host side
+    # The two sides as `render` names them (player 0 moves first), and other words a person
+    # may type for one (lower case -> player); the front ends use them.
+    side_names: tuple[str, str] = ("first player", "second player")
+    side_aliases: dict[str, int] = {}  # noqa: RUF012 - read only
+
+    @property
+    def move_help(self) -> str:
+        """How a person types a move of this game, in one line."""
+        return "a move in the game's notation"
+
     @abc.abstractmethod
     def render(self, state: State) -> str:
         """A text board a person can read, with coordinates (one game, host side)."""

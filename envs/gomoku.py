@@ -44,6 +44,8 @@ class Gomoku(core.Env):
     id = "gomoku"
     version = "v1"
     deterministic = True
+    side_names = ("black", "white")
+    side_aliases = {"x": 0, "o": 1, "b": 0, "w": 1}  # noqa: RUF012 - read only
 
     def __init__(self, size: int = 15, rule: str = "freestyle"):
         """Builds the env.
@@ -119,6 +121,11 @@ class Gomoku(core.Env):
         return core.dihedral_symmetries(obs, policy, self.size, self.size)
 
     # ---------------------------------------------------------------- host side
+    @property
+    def move_help(self) -> str:
+        middle = self.action_to_str(self.num_actions // 2)
+        return f"a point: column letter then row number from the bottom, like {middle}"
+
     def render(self, state) -> str:
         """The board with X (black) / O (white), the last stone in parentheses, A.. / 1.. labels."""
         n = self.size

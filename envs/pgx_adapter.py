@@ -99,6 +99,10 @@ class PgxEnv(core.Env):
                 f"observation planes {obs.shape}; legal actions: "
                 f"{' '.join(map(str, legal[:40]))}{' ...' if len(legal) > 40 else ''}")
 
+    @property
+    def move_help(self) -> str:
+        return f"an action index 0..{self.num_actions - 1} (pgx's numbering)"
+
     def action_to_str(self, action: int) -> str:
         return str(int(action))
 

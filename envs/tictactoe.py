@@ -35,6 +35,8 @@ class TicTacToe(core.Env):
     observation_shape = (3, 3, 3)
     observation_dtype = jnp.bool_
     deterministic = True
+    side_names = ("X", "O")
+    move_help = "a cell: column letter and row number (A1..C3), or 1-9 in reading order"
 
     def _init(self, key):
         del key

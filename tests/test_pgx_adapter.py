@@ -12,7 +12,14 @@ pytest.importorskip("pgx")
 
 
 def test_pgx_tictactoe_conforms():
-    api_test(envs.make("pgx:tic_tac_toe"), num_games=4, max_plies=12)
+    env = envs.make("pgx:tic_tac_toe")
+    assert env.deterministic  # api_test checks the claim: pgx's random first mover is mapped
+    api_test(env, num_games=4, max_plies=12)
+    assert env.move_help == "an action index 0..8 (pgx's numbering)"
+
+
+def test_pgx_games_with_dice_are_not_deterministic():
+    assert not envs.make("pgx:backgammon").deterministic
 
 
 def test_pgx_matches_our_tictactoe_and_connect4():

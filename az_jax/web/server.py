@@ -76,7 +76,6 @@ class Games:
 
     def __init__(self, agent, sims: int | None = None, max_sims: int = 4096,
                  max_games: int = 256):
-        from az_jax import agent as agent_lib
         from az_jax.web import geometry
 
         geometry.shape(agent.env)  # raises for a game without a board drawing
@@ -87,12 +86,12 @@ class Games:
         self.max_games = int(max_games)
         self._games: OrderedDict[str, Game] = OrderedDict()
         self._lock = threading.Lock()
-        self._side_names = agent_lib.side_names(self.env)
+        self._side_names = self.env.side_names
         self._info = {
             "env": {"id": self.env.id, "params": dict(self.env.params), "name": repr(self.env)},
             "model": {"iteration": agent.restored.iteration, "path": agent.restored.path},
             "sides": list(self._side_names),
-            "move_help": agent_lib.move_help(self.env),
+            "move_help": self.env.move_help,
             "sims": {"default": self.sims, "max": self.max_sims,
                      "choices": sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
                                        | {self.sims})},
