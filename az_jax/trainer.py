@@ -33,9 +33,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     """Checks a config before anything is compiled. Raises ValueError saying what to change.
 
     Every problem found is listed: numbers out of range (or not numbers: a config built in
-    Python may hold any type), unknown choices, unreadable opponents (and external engines
-    of another game or without their package), batch sizes that do not divide over the
-    devices. `network.norm/dtype` and the env are checked when built.
+    Python may hold any type), switches that are not True or False, unknown choices,
+    unreadable opponents (and external engines of another game or without their package),
+    batch sizes that do not divide over the devices. `network.norm/dtype` and the env are checked when built.
     """
     from az_jax import external
 
@@ -56,6 +56,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.dirichlet_alpha": (0.0, math.inf, False),
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
+    bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
+             "log.tensorboard", "log.progress")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES}
 
@@ -85,8 +87,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             bounds = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}"
                                                              if high < math.inf else "")
             problems.append(f"{name}={v!r} must be a finite number {bounds}")
-    if not isinstance(get("selfplay.bootstrap"), bool):
-        problems.append(f"selfplay.bootstrap={get('selfplay.bootstrap')!r} must be True or False")
+    for name in bools:
+        if not isinstance(get(name), bool):
+            problems.append(f"{name}={get(name)!r} must be True or False")
     for name, accepted in choices.items():
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")

@@ -185,6 +185,8 @@ def test_unknown_fields_are_named():
             train.parse_flags(["train.py", arg], flags.FlagValues())
 
 
+_BOOLS = ["selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
+          "log.tensorboard", "log.progress"]
 # Fields validate_config checks, with the values they take on the command line and others
 # (a config built in Python may hold any type).
 _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_plies",
@@ -195,7 +197,7 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "search.policy", "search.num_simulations", "search.max_num_considered_actions",
             "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
             "search.pb_c_init", "search.pb_c_base", "search.discount", "network.channels",
-            "network.num_blocks", "selfplay.bootstrap",
+            "network.num_blocks", *_BOOLS,
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
             "eval.opponents", "eval.gating_threshold", "seed"]
 _POSITIVE_INTS = {"selfplay.batch_size", "train.batch_size", "replay.capacity",
@@ -218,8 +220,7 @@ def test_validate_config_with_any_values(changes, num_devices):
     lr = config.train.learning_rate
     if not isinstance(lr, int | float) or isinstance(lr, bool) or not 0 < lr < float("inf"):
         bad.append("train.learning_rate")
-    if not isinstance(config.selfplay.bootstrap, bool):
-        bad.append("selfplay.bootstrap")
+    bad += [p for p in _BOOLS if p in changes and not isinstance(changes[p], bool)]
     g = config.search.discount
     if not isinstance(g, int | float) or isinstance(g, bool) or not 0 < g <= 1:
         bad.append("search.discount")
