@@ -676,7 +676,9 @@ class TrainingEvaluator:
     """The trainer's periodic evaluation: the current network against the baselines in
     `config.eval.opponents` and against the best network so far; gating; Elo ladder.
 
-    `evaluator(train_state, best_params, iteration, key) -> (metrics, best_params)`.
+    `evaluator(train_state, best, iteration, key) -> (metrics, best)`, where `best` is the
+    best network's `{"params": ..., "batch_stats": ...}` (batch_stats `{}` without batch
+    norm).
 
     Metrics: `eval/<opponent>/score|win|draw|loss` per opponent (names with `:` -> `_`),
     `eval/best/score`, `eval/best/promoted` (1 when the current network became the best),
@@ -721,25 +723,12 @@ class TrainingEvaluator:
         # A fresh run starts with the initial network as the best ("iter-0"); a resumed
         # run's best comes from a checkpoint and is named after elo.json's record.
         self._resumed = bool(checkpoint_steps(self.workdir))
-        self._best_params = None  # the last best returned, to recognise it next time
-        self._best_batch_stats = None
 
-    def _best_variables(self, best_params, batch_stats):
-        """The best network's variables. Batch statistics are not part of `best_params`:
-        reuse the ones saved with the best when it is the one we returned, else the
-        current ones (an approximation, after a resume)."""
-        variables = {"params": best_params}
-        if batch_stats:
-            same = best_params is self._best_params and self._best_batch_stats is not None
-            variables["batch_stats"] = self._best_batch_stats if same else batch_stats
-        return variables
-
-    def __call__(self, train_state, best_params, iteration: int, key):
+    def __call__(self, train_state, best, iteration: int, key):
         from az_jax import elo
 
         t0 = time.perf_counter()
         variables = train_state.variables
-        batch_stats = getattr(train_state, "batch_stats", None)
         label = f"iter-{iteration}"
         me = self.factory.network(variables, label, self.sims)
         if self._best_name is None:
@@ -771,8 +760,10 @@ class TrainingEvaluator:
             scores.append(res.score)
             records.append(res.as_record())
 
-        best_agent = Agent(self._best_name, me.kind, me.act,
-                           self._best_variables(best_params, batch_stats))
+        best_variables = {"params": best["params"]}
+        if best["batch_stats"]:
+            best_variables["batch_stats"] = best["batch_stats"]
+        best_agent = Agent(self._best_name, me.kind, me.act, best_variables)
         promoted = True
         if best_agent.name != me.name:
             res = self.runner.play(me, best_agent, jax.random.fold_in(key, 10_000))
@@ -783,11 +774,8 @@ class TrainingEvaluator:
             if not scores:
                 scores.append(res.score)
         if promoted:
-            new_best, self._best_name = train_state.params, me.name
-            self._best_batch_stats = batch_stats
-        else:
-            new_best = best_params
-        self._best_params = new_best
+            best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
+            self._best_name = me.name
         metrics["eval/best/promoted"] = float(promoted)
         if jax.process_index() == 0:
             ratings = elo.record(self.workdir, records, iteration=iteration, source="train",
@@ -797,4 +785,4 @@ class TrainingEvaluator:
         if scores:  # absent (not NaN) when nothing was played, so no checkpoint ranks on it
             metrics["score"] = float(np.mean(scores))
         metrics["eval/seconds"] = time.perf_counter() - t0
-        return metrics, new_best
+        return metrics, best

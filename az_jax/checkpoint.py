@@ -277,17 +277,29 @@ def read_meta(mngr, step: int) -> dict:
     return mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
 
 
-def restore_latest(mngr, target_state: dict, replay_target=None):
+def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
     """Restores the newest checkpoint that restores cleanly.
+
+    Args:
+      optional: keys of `target_state` that checkpoints written before they existed lack;
+        such a checkpoint restores without them (they are absent from the returned state).
 
     Returns:
       (iteration, state, replay or None, meta), or None when there is no checkpoint.
     """
+    older = {k: v for k, v in target_state.items() if k not in optional}
+    layouts = [target_state] + ([older] if len(older) < len(target_state) else [])
     for step in sorted(mngr.all_steps(), reverse=True):
-        try:
-            out = mngr.restore(step, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(target_state), meta=ocp.args.JsonRestore()))
-        except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
+        out, errors = None, []
+        for target in layouts:
+            try:
+                out = mngr.restore(step, args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+                break
+            except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
+                errors.append(e)
+        if out is None:
+            e = errors[0]  # what went wrong with today's layout
             warnings.warn(f"skipping checkpoint {step} in {mngr.directory}: it does not "
                           f"restore ({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
             continue

@@ -35,7 +35,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     Every problem found is listed: numbers out of range (or not numbers: a config built in
     Python may hold any type), switches that are not True or False, unknown choices,
     unreadable opponents (and external engines of another game or without their package),
-    batch sizes that do not divide over the devices. `network.norm/dtype` and the env are checked when built.
+    batch sizes that do not divide over the devices. `network.norm/dtype` and the env are
+    checked when built.
     """
     from az_jax import external
 
@@ -334,7 +335,7 @@ def make_host_iteration(setup: Setup):
     c = setup.config
     play, learn_step = make_steps(setup)
     play = jax.jit(play, donate_argnums=(1, 2))
-    step = jax.jit(learn_step)  # not donated: the caller may hold the params (best_params)
+    step = jax.jit(learn_step)  # not donated: the caller may hold the params (the best network)
 
     def iteration(train_state, games, buffer_state, key):
         k_play, k_learn = jax.random.split(key)
@@ -447,21 +448,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     run_key = jax.random.PRNGKey(config.seed)
     init_key, loop_key = jax.random.split(run_key)
     train_state, games, buffer_state = setup.initial(init_key)
-    target = {"train_state": train_state, "games": games, "best_params": train_state.params}
+    target = {"train_state": train_state, "games": games, "best_params": train_state.params,
+              "best_batch_stats": train_state.batch_stats}
     start = 0
     restored = ckpt.restore_latest(mngr, target, buffer_state if config.checkpoint.save_replay
-                                   else None)
+                                   else None, optional=("best_batch_stats",))
     if restored is not None:
         step, state, buf, meta = restored
         ckpt.check_env(meta, env, workdir)
         train_state, games = state["train_state"], state["games"]
-        best_params = state["best_params"]
+        # The best network (evaluation, gating). Checkpoints written before its batch
+        # statistics were saved lend it the current ones.
+        best = {"params": state["best_params"],
+                "batch_stats": state.get("best_batch_stats", train_state.batch_stats)}
         if buf is not None:
             buffer_state = buf
         start = int(meta["iteration"])
         _log(f"resumed from {workdir} at iteration {start}", is_writer)
     else:
-        best_params = train_state.params
+        best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
         _log(f"new run in {workdir}: {env!r}, {len(devices)} device(s) "
              f"({devices[0].platform}), {setup.shards} data shards", is_writer)
         if is_writer:
@@ -495,8 +500,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                      "non-finite loss or gradient", is_writer)
             score = None
             if evaluator is not None and (it + 1) % config.eval.every == 0:
-                eval_metrics, best_params = evaluator(train_state, best_params, it + 1,
-                                                      eval_key)
+                eval_metrics, best = evaluator(train_state, best, it + 1, eval_key)
                 m.update(eval_metrics)
                 score = eval_metrics.get("score")
             last = m
@@ -513,7 +517,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                 moves_s=f"{m['moves_per_s']:.0f}", loss=f"{m['loss']:.3f}")
             final = it + 1 == config.train.num_iterations
             if (it + 1) % config.checkpoint.every == 0 or final or stop.requested:
-                state = {"train_state": train_state, "games": games, "best_params": best_params}
+                state = {"train_state": train_state, "games": games,
+                         "best_params": best["params"], "best_batch_stats": best["batch_stats"]}
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
                 if is_writer:

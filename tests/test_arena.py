@@ -196,13 +196,18 @@ def _train_state(net, seed):
 def test_training_evaluator(tmp_path):
     setup = _setup(gating=True)
     ev = arena.TrainingEvaluator(setup, tmp_path)
-    best = _train_state(setup.net, 0).params
+    first = _train_state(setup.net, 0)
+    best = {"params": first.params, "batch_stats": first.batch_stats}
     seen = []
     for it in (1, 2, 3):
         ts = _train_state(setup.net, it)
         metrics, new_best = ev(ts, best, it, jax.random.PRNGKey(it))
         promoted = bool(metrics["eval/best/promoted"])
-        assert new_best is (ts.params if promoted else best)
+        if promoted:  # the best carries its own batch statistics
+            assert new_best["params"] is ts.params
+            assert new_best["batch_stats"] is ts.batch_stats
+        else:
+            assert new_best is best
         best = new_best
         seen.append(ev.runner.num_compiled)
         assert {"eval/random/score", "eval/random/win", "eval/best/score", "eval/elo",
@@ -219,7 +224,7 @@ def test_training_evaluator(tmp_path):
     ev.gating = False  # without gating the best is simply the current network
     ts = _train_state(setup.net, 7)
     metrics, new_best = ev(ts, best, 4, jax.random.PRNGKey(4))
-    assert new_best is ts.params and metrics["eval/best/promoted"] == 1.0
+    assert new_best["params"] is ts.params and metrics["eval/best/promoted"] == 1.0
     assert ev.runner.num_compiled == 2
 
 

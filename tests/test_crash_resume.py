@@ -115,17 +115,58 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
 
 
-def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(tmp_path):
-    from az_jax import trainer
+def _tiny_config(iterations=2):
     from configs import tictactoe
 
     c = tictactoe.get_config()
-    c.network.channels, c.network.num_blocks = 8, 1
+    c.network.channels, c.network.num_blocks = 8, 1  # batch norm, as by default
     c.search.num_simulations = 2
     c.selfplay.batch_size, c.selfplay.num_plies = 8, 3
     c.train.updates_per_iteration, c.train.batch_size = 1, 8
-    c.replay.min_size, c.train.num_iterations = 1, 2
+    c.replay.min_size, c.train.num_iterations = 1, iterations
     c.checkpoint.every, c.eval.every, c.log.progress = 1, 0, False
+    return c
+
+
+def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(tmp_path):
+    """The best network is saved with its own batch-norm statistics; a checkpoint written
+    before they were saved (no `best_batch_stats`) still resumes instead of being skipped."""
+    from az_jax import trainer
+
+    c = _tiny_config(iterations=2)
+    trainer.train_and_evaluate(c, str(tmp_path))
+    setup = trainer.Setup(c)
+    init_key, _ = jax.random.split(jax.random.PRNGKey(c.seed))  # as the trainer splits it
+    train_state, games, _ = setup.initial(init_key)
+    target = {"train_state": train_state, "games": games, "best_params": train_state.params,
+              "best_batch_stats": train_state.batch_stats}
+    mngr = checkpoint.manager(tmp_path)
+    step, state, _, meta = checkpoint.restore_latest(mngr, target)
+    assert step == 2
+    # Without evaluation the best stays the initial network, with its initial statistics,
+    # while training moved the current ones.
+    flat = lambda tree: np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
+    np.testing.assert_array_equal(flat(state["best_batch_stats"]),
+                                  flat(train_state.batch_stats))
+    assert not np.array_equal(flat(state["train_state"].batch_stats),
+                              flat(train_state.batch_stats))
+    # An old-layout checkpoint 3: no best_batch_stats.
+    old = {k: state[k] for k in ("train_state", "games", "best_params")}
+    checkpoint.save(mngr, 3, old, dict(meta, iteration=3))
+    with pytest.warns(UserWarning, match="skipping checkpoint 3"):  # today's layout only
+        assert checkpoint.restore_latest(mngr, target)[0] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "skipping checkpoint 3" would raise
+        assert checkpoint.restore_latest(mngr, target, optional=("best_batch_stats",))[0] == 3
+        c.train.num_iterations = 4
+        trainer.train_and_evaluate(c, str(tmp_path))
+    assert _complete_steps(tmp_path)[-1] == 4
+
+
+def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(tmp_path):
+    from az_jax import trainer
+
+    c = _tiny_config(iterations=2)
     trainer.train_and_evaluate(c, str(tmp_path))
     assert _complete_steps(tmp_path) == [1, 2]
     # Damage checkpoint 2: remove the arrays of its state.
