@@ -7,6 +7,7 @@ orbax only ever exposes complete checkpoints.
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,13 +129,24 @@ def _tiny_config(iterations=2):
     return c
 
 
-def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(tmp_path):
+@pytest.fixture(scope="module")
+def two_iterations(tmp_path_factory):
+    """A workdir trained 2 iterations with `_tiny_config` (tests copy it)."""
+    from az_jax import trainer
+
+    workdir = tmp_path_factory.mktemp("two_iterations")
+    trainer.train_and_evaluate(_tiny_config(iterations=2), str(workdir))
+    return workdir
+
+
+def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_iterations,
+                                                                        tmp_path):
     """The best network is saved with its own batch-norm statistics; a checkpoint written
     before they were saved (no `best_batch_stats`) still resumes instead of being skipped."""
     from az_jax import trainer
 
+    shutil.copytree(two_iterations, tmp_path, dirs_exist_ok=True)
     c = _tiny_config(iterations=2)
-    trainer.train_and_evaluate(c, str(tmp_path))
     setup = trainer.Setup(c)
     init_key, _ = jax.random.split(jax.random.PRNGKey(c.seed))  # as the trainer splits it
     train_state, games, _ = setup.initial(init_key)
@@ -163,11 +175,11 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(tmp_path)
     assert _complete_steps(tmp_path)[-1] == 4
 
 
-def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(tmp_path):
+def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(two_iterations, tmp_path):
     from az_jax import trainer
 
+    shutil.copytree(two_iterations, tmp_path, dirs_exist_ok=True)
     c = _tiny_config(iterations=2)
-    trainer.train_and_evaluate(c, str(tmp_path))
     assert _complete_steps(tmp_path) == [1, 2]
     # Damage checkpoint 2: remove the arrays of its state.
     state_dir = tmp_path / "checkpoints" / "2" / "state"
