@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
-from az_jax import parallel
+from az_jax import learner, parallel
 
 Act = Callable[[Any, Any, jax.Array], jax.Array]
 
@@ -760,10 +760,8 @@ class TrainingEvaluator:
             scores.append(res.score)
             records.append(res.as_record())
 
-        best_variables = {"params": best["params"]}
-        if best["batch_stats"]:
-            best_variables["batch_stats"] = best["batch_stats"]
-        best_agent = Agent(self._best_name, me.kind, me.act, best_variables)
+        best_agent = Agent(self._best_name, me.kind, me.act,
+                           learner.variables(best["params"], best["batch_stats"]))
         promoted = True
         if best_agent.name != me.name:
             res = self.runner.play(me, best_agent, jax.random.fold_in(key, 10_000))

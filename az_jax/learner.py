@@ -20,6 +20,13 @@ SCHEDULES = ("constant", "cosine", "onecycle")
 OPTIMIZERS = ("adamw", "sgd")
 
 
+def variables(params, batch_stats) -> dict:
+    """What `net.apply` takes: the params, and the batch statistics unless empty ({})."""
+    if batch_stats:
+        return {"params": params, "batch_stats": batch_stats}
+    return {"params": params}
+
+
 class TrainState(struct.PyTreeNode):
     step: jax.Array  # int32[]
     params: Any
@@ -29,9 +36,7 @@ class TrainState(struct.PyTreeNode):
     @property
     def variables(self) -> dict:
         """What `net.apply` takes."""
-        if self.batch_stats:
-            return {"params": self.params, "batch_stats": self.batch_stats}
-        return {"params": self.params}
+        return variables(self.params, self.batch_stats)
 
 
 def make_schedule(config, total_steps: int) -> optax.Schedule:
