@@ -160,7 +160,11 @@ def main(argv):
 
         e = checkpoint.disk_full_error(e, workdir, "writing the run's files") or e
         print(f"error: {e}", file=sys.stderr, flush=True)
-        if isinstance(e, checkpoint.DiskFullError):  # the failed writes' late tracebacks
+        from az_jax import workdir as runs
+
+        # The late tracebacks of orbax's threads (failed writes, or restores that failed
+        # before the run was refused) would bury the one line above.
+        if isinstance(e, checkpoint.DiskFullError | runs.RunMismatch):
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
         sys.exit(2)
 

@@ -26,6 +26,7 @@ from jax.sharding import PartitionSpec as P
 import envs
 from az_jax import checkpoint as ckpt
 from az_jax import learner, network, parallel, replay, search, selfplay
+from az_jax import workdir as runs
 from az_jax.parallel import DATA
 
 
@@ -58,7 +59,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
     bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
-             "log.tensorboard", "log.progress")
+             "checkpoint.restart", "log.tensorboard", "log.progress")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES}
 
@@ -443,6 +444,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     check_memory(setup, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
+    restart = bool(config.checkpoint.get("restart", False))
+    try:  # before anything is written: a command that describes another run stops here
+        runs.check(config, workdir)
+    except runs.RunMismatch as e:
+        if not restart:
+            raise
+        _move_aside(workdir, e.reason, is_writer)
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
 
     run_key = jax.random.PRNGKey(config.seed)
@@ -453,6 +461,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     start = 0
     restored = ckpt.restore_latest(mngr, target, buffer_state if config.checkpoint.save_replay
                                    else None, optional=("best_batch_stats",))
+    if restored is None and mngr.all_steps():  # checkpoints, none of which restores
+        if not restart:
+            raise runs.RunMismatch(
+                f"no checkpoint in {mngr.directory} restores with this code and config (see "
+                f"the warnings above). Nothing was written. {runs.choices(workdir)}")
+        mngr.close()
+        _move_aside(workdir, "no checkpoint of it restores", is_writer)
+        mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
     if restored is not None:
         step, state, buf, meta = restored
         ckpt.check_env(meta, env, workdir)
@@ -532,6 +548,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if writer is not None:
         writer.close()
     return last
+
+
+def _move_aside(workdir: str, why: str, is_writer: bool) -> None:
+    """`checkpoint.restart=True` on a run this command cannot continue: process 0 renames
+    the workdir to `<workdir>.old-N`; every process waits for it."""
+    if is_writer:
+        moved = runs.move_aside(workdir)
+        _log(f"moved the run in {workdir} aside to {moved} ({why}); starting a new run",
+             is_writer)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("az_jax: workdir moved aside")
 
 
 def _summary(m: dict) -> str:

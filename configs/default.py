@@ -82,6 +82,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.checkpoint.every = 5  # iterations between checkpoints (and one at the end / Ctrl-C)
     c.checkpoint.keep = 3  # keep the last K (plus the best)
     c.checkpoint.save_replay = True  # save the replay buffer too (exact resume)
+    # A workdir holds one run; a command whose config differs from it (or whose checkpoints
+    # do not restore) stops before writing anything. True moves that run aside to
+    # <workdir>.old-N (never deleted) and starts a new one; a matching run still resumes.
+    c.checkpoint.restart = False
 
     c.log = ml_collections.ConfigDict()
     c.log.tensorboard = False  # also write TensorBoard events (needs tensorboardX)

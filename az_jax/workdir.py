@@ -1,0 +1,152 @@
+"""Whether a command may continue the run already in a workdir, decided before anything
+is written there.
+
+    saved = workdir.saved_config(path)        # the run's config as JSON data, or None
+    problems = workdir.differences(saved, config)
+
+A workdir holds one run. Running `train.py` again on it resumes that run, so the command
+must describe the same run: every config field must match the run's, except the few in
+`MAY_CHANGE` (how long to train, evaluation, logging, checkpoint cadence). A command that
+does not match stops with one line naming the fields that differ; nothing is written.
+`--config.checkpoint.restart=True` instead moves the old run aside (`<workdir>.old-N`,
+never deleted) and starts a new one in the workdir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import ml_collections
+
+# Fields (or groups, ending in ".") a resumed run may take from the command instead of the
+# run: they change no array in the checkpoint. `train.num_iterations` also rescales the
+# learning-rate schedule from the current step on.
+MAY_CHANGE = ("train.num_iterations", "eval.", "log.", "checkpoint.every", "checkpoint.keep",
+              "checkpoint.save_replay", "checkpoint.restart")
+
+
+class RunMismatch(ValueError):
+    """The workdir holds a run this command cannot continue (`reason`: why, briefly)."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def may_change(field: str) -> bool:
+    return any(field == m or (m.endswith(".") and field.startswith(m)) for m in MAY_CHANGE)
+
+
+def differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
+    """The fields where `config` differs from the run's `saved` config (JSON data), as
+    "name (run: X, command: Y)", in the config's order. Fields in `MAY_CHANGE` are
+    ignored, and so are fields the run does not have (added to the code after it was made:
+    the command's value applies)."""
+    run = _flatten(saved)
+    command = _flatten(json.loads(config.to_json()))
+    out = []
+    for name in list(command) + [n for n in run if n not in command]:
+        if may_change(name) or name not in run:
+            continue
+        if name not in command:
+            out.append(f"{name} (run: {run[name]!r}, command: no such field)")
+        elif command[name] != run[name]:
+            out.append(f"{name} (run: {run[name]!r}, command: {command[name]!r})")
+    return out
+
+
+def _steps(workdir: Path) -> list[int]:
+    """The committed checkpoints in `workdir`, newest first."""
+    directory = workdir / "checkpoints"
+    if not directory.is_dir():
+        return []
+    return sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
+
+
+def has_run(workdir) -> bool:
+    """True when `workdir` holds anything of a run (a checkpoint, config.json, metrics)."""
+    workdir = Path(workdir)
+    return bool(_steps(workdir)) or any(
+        (workdir / name).exists() for name in ("config.json", "metrics.jsonl"))
+
+
+def saved_config(workdir) -> tuple[dict, str] | None:
+    """The config of the run in `workdir` and where it was read: the metadata of the newest
+    checkpoint whose metadata reads, else `config.json` (a run stopped before its first
+    checkpoint). None when there is neither."""
+    from az_jax import checkpoint
+
+    workdir = Path(workdir)
+    if _steps(workdir):
+        mngr = checkpoint.manager(workdir, read_only=True)
+        for step in _steps(workdir):
+            try:
+                return checkpoint.read_meta(mngr, step)["config"], f"checkpoint {step}"
+            except Exception:  # noqa: BLE001 - damaged: the trainer skips it too
+                continue
+    path = workdir / "config.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text()), "config.json"
+        except (OSError, ValueError) as e:
+            warnings.warn(f"{path} does not read ({e}); the run's checkpoints decide",
+                          stacklevel=2)
+    return None
+
+
+def check(config: ml_collections.ConfigDict, workdir) -> None:
+    """Raises RunMismatch (one line) when `workdir` holds a run whose config differs from
+    `config` in a field that may not change on resume."""
+    found = saved_config(workdir)
+    if found is None:
+        return
+    saved, where = found
+    diff = differences(saved, config)
+    if diff:
+        raise RunMismatch(
+            f"{workdir} holds another run: this command's config differs from the run's "
+            f"({where}) in {'; '.join(diff)}. Nothing was written. "
+            + choices(workdir),
+            reason="its config differs in " + ", ".join(d.split(" (")[0] for d in diff))
+
+
+def choices(workdir) -> str:
+    """What a user can do about a run this command cannot continue."""
+    return (f"To continue that run, repeat its command (its config is in "
+            f"{Path(workdir) / 'config.json'}); to start a new run, pass another --workdir, "
+            f"or add --config.checkpoint.restart=True to move the old run aside to "
+            f"{aside_path(workdir)} (nothing is deleted).")
+
+
+def aside_path(workdir) -> Path:
+    """The first free `<workdir>.old-N`."""
+    workdir = Path(workdir)
+    n = 1
+    while (candidate := workdir.with_name(f"{workdir.name}.old-{n}")).exists():
+        n += 1
+    return candidate
+
+
+def move_aside(workdir) -> Path:
+    """Renames `workdir` to `aside_path(workdir)` (same filesystem: atomic) and returns
+    the new path."""
+    target = aside_path(workdir)
+    try:
+        os.rename(workdir, target)
+    except OSError:  # e.g. the workdir is a mount point
+        shutil.move(str(workdir), str(target))
+    return target

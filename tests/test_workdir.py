@@ -1,0 +1,139 @@
+"""A run is never overwritten: `train.py` on a workdir holding another run stops before
+writing anything, with one line; `checkpoint.restart=True` moves the old run aside."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_collections
+import pytest
+
+from az_jax import workdir as runs
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "--config.network.channels=4", "--config.network.num_blocks=1",
+    "--config.search.num_simulations=2", "--config.selfplay.batch_size=8",
+    "--config.selfplay.num_plies=3", "--config.train.updates_per_iteration=1",
+    "--config.train.batch_size=8", "--config.replay.min_size=1",
+    "--config.train.num_iterations=1", "--config.checkpoint.every=1",
+    "--config.eval.every=0", "--config.log.progress=False",
+]
+TTT = ["--config", str(ROOT / "configs" / "tictactoe.py"), *TINY]
+
+
+def _config(**fields) -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict({
+        "env": {"id": "connect4", "kwargs": {}}, "network": {"channels": 8, "dtype": "float32"},
+        "train": {"num_iterations": 10, "learning_rate": 0.001},
+        "eval": {"every": 5}, "checkpoint": {"every": 1, "restart": False}})
+    for name, value in fields.items():
+        group, field = name.split("__")
+        c[group][field] = value
+    return c
+
+
+def test_differences_name_each_field_and_allow_only_the_harmless_ones():
+    saved = json.loads(_config().to_json())
+    assert runs.differences(saved, _config()) == []
+    # How long to train, evaluation and checkpoint cadence may change on resume.
+    assert runs.differences(saved, _config(train__num_iterations=99, eval__every=1,
+                                           checkpoint__every=7, checkpoint__restart=True)) == []
+    diff = runs.differences(saved, _config(network__channels=4, env__id="tictactoe",
+                                           train__learning_rate=0.01))
+    assert diff == ["env.id (run: 'connect4', command: 'tictactoe')",
+                    "network.channels (run: 8, command: 4)",
+                    "train.learning_rate (run: 0.001, command: 0.01)"]
+    # Game parameters are compared field by field, also when the run has one the command
+    # lacks.
+    gomoku = json.loads(_config(env__kwargs={"size": 15}).to_json())
+    assert runs.differences(gomoku, _config(env__kwargs={"size": 9})) == [
+        "env.kwargs.size (run: 15, command: 9)"]
+    assert runs.differences(gomoku, _config()) == [
+        "env.kwargs.size (run: 15, command: no such field)"]
+    # A field the run predates takes the command's value.
+    older = json.loads(_config().to_json())
+    del older["network"]["dtype"]
+    assert runs.differences(older, _config(network__dtype="bfloat16")) == []
+
+
+def test_aside_path_never_reuses_a_name(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "run.old-1").mkdir()
+    assert runs.aside_path(run) == tmp_path / "run.old-2"
+    (run / "x").write_text("kept")
+    moved = runs.move_aside(run)
+    assert moved == tmp_path / "run.old-2" and (moved / "x").read_text() == "kept"
+    assert not run.exists()
+
+
+def _train(workdir, *args, cache):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+               JAX_COMPILATION_CACHE_DIR=str(cache),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    env.pop("AZ_JAX_DEBUG", None)
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), "--workdir", str(workdir),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _snapshot(directory: Path) -> dict:
+    """Every file under `directory` with its content hash and modification time."""
+    return {str(p.relative_to(directory)): (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                            p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _refused(result, *needles):
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "Event loop is closed" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr[-3000:]
+    for needle in ("Nothing was written", "--workdir", "checkpoint.restart=True", *needles):
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.mark.slow
+def test_a_changed_command_never_overwrites_the_run(tmp_path):
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    first = _train(run, *TTT, cache=cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _snapshot(run)
+    assert "checkpoints/1/meta/metadata" in before
+
+    # Another network size, then another game: refused, field by field; nothing written.
+    line = _refused(_train(run, *TTT, "--config.network.channels=8", cache=cache),
+                    "network.channels (run: 4, command: 8)")
+    assert "env.id" not in line
+    _refused(_train(run, "--config", str(ROOT / "configs" / "connect4.py"), *TINY,
+                    cache=cache), "env.id (run: 'tictactoe', command: 'connect4')")
+    assert _snapshot(run) == before
+
+    # Checkpoints that do not restore (here: damaged arrays; also what code that changed
+    # the checkpoint's layout gives) are not replaced by a new run either.
+    for f in (run / "checkpoints" / "1" / "state").rglob("*"):
+        if f.is_file() and "metadata" not in f.name:
+            f.write_bytes(b"garbage")
+    damaged = _snapshot(run)
+    _refused(_train(run, *TTT, cache=cache), "no checkpoint", "restores")
+    assert _snapshot(run) == damaged
+
+    # restart=True moves that run aside, untouched, and starts a new one; the same command
+    # then resumes the new run (a matching run is never moved), with a longer schedule.
+    moved = _train(run, *TTT, "--config.checkpoint.restart=True", cache=cache)
+    assert moved.returncode == 0, moved.stderr[-3000:]
+    assert f"moved the run in {run} aside to {run}.old-1" in moved.stdout
+    assert _snapshot(tmp_path / "run.old-1") == damaged
+    again = _train(run, *TTT, "--config.checkpoint.restart=True",
+                   "--config.train.num_iterations=2", cache=cache)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from" in again.stdout and "moved" not in again.stdout
+    assert not (tmp_path / "run.old-2").exists()
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["iteration"] for x in lines] == [1, 2]
