@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 
 _NORMS = ("batch", "layer", "none")
+HEADS = ("dense", "conv")
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
@@ -54,6 +55,12 @@ class ResNet(nn.Module):
       num_blocks: number of residual blocks (conv-norm-relu-conv-norm-skip-relu).
       norm: "batch", "layer" or "none".
       dtype: computation dtype (parameters stay float32).
+      head: "dense" (AlphaZero's heads: a dense layer over the flattened board) or "conv"
+        (fully convolutional: a 1x1 convolution gives one logit per board point, and the
+        value head pools the board globally, mean and max, before its dense layers). With
+        "conv" no parameter depends on the board's size, so one network plays any size
+        (a board-size curriculum, 20x20 Gomoku); it needs one action per board point,
+        action = row * W + col.
     """
 
     num_actions: int
@@ -61,6 +68,7 @@ class ResNet(nn.Module):
     num_blocks: int = 6
     norm: str = "batch"
     dtype: Any = jnp.float32
+    head: str = "dense"
 
     def _norm(self, train: bool):
         if self.norm == "batch":
@@ -87,10 +95,15 @@ class ResNet(nn.Module):
             x = nn.relu(x + y)
 
         p = nn.relu(self._norm(train)(conv(2, 1)(x)))
-        logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(p.shape[0], -1))
-
-        v = nn.relu(self._norm(train)(conv(1, 1)(x)))
-        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v.reshape(v.shape[0], -1)))
+        if self.head == "conv":  # one logit per point: [B, H, W, 1] -> [B, H * W]
+            logits = nn.Conv(1, (1, 1), dtype=self.dtype)(p).reshape(p.shape[0], -1)
+            v = nn.relu(self._norm(train)(conv(self.channels, 1)(x)))
+            v = jnp.concatenate([v.mean(axis=(1, 2)), v.max(axis=(1, 2))], axis=-1)
+        else:
+            logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(p.shape[0], -1))
+            v = nn.relu(self._norm(train)(conv(1, 1)(x)))
+            v = v.reshape(v.shape[0], -1)
+        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
 
         logits = mask_logits(logits.astype(jnp.float32), legal_mask)
@@ -101,7 +114,8 @@ def make_network(config, env) -> ResNet:
     """Builds the ResNet for `env` from `config.network`-style fields.
 
     Raises:
-      ValueError: unknown `norm` or `dtype`.
+      ValueError: unknown `norm`, `dtype` or `head`, or a conv head on a game whose actions
+        are not the board's points.
     """
     if config.norm not in _NORMS:
         raise ValueError(f"network.norm={config.norm!r}; accepted: {', '.join(_NORMS)}")
@@ -109,12 +123,21 @@ def make_network(config, env) -> ResNet:
         raise ValueError(f"network.dtype={config.dtype!r}; accepted: {', '.join(_DTYPES)}")
     if config.channels < 1 or config.num_blocks < 0:
         raise ValueError("network.channels must be >= 1 and network.num_blocks >= 0")
+    head = config.get("head", "dense")  # configs saved before `head` existed: dense
+    if head not in HEADS:
+        raise ValueError(f"network.head={head!r}; accepted: {', '.join(HEADS)}")
+    points = env.observation_shape[0] * env.observation_shape[1]
+    if head == "conv" and env.num_actions != points:
+        raise ValueError(f"network.head='conv' needs one action per board point; {env!r} has "
+                         f"{env.num_actions} actions on a {env.observation_shape[0]}x"
+                         f"{env.observation_shape[1]} board: use network.head='dense'")
     return ResNet(
         num_actions=env.num_actions,
         channels=config.channels,
         num_blocks=config.num_blocks,
         norm=config.norm,
         dtype=_DTYPES[config.dtype],
+        head=head,
     )
 
 

@@ -61,7 +61,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
              "checkpoint.restart", "log.tensorboard", "log.progress")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
-               "train.schedule": learner.SCHEDULES}
+               "train.schedule": learner.SCHEDULES, "network.head": network.HEADS}
 
     def get(name):
         group, field = name.split(".")
@@ -93,6 +93,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         if not isinstance(get(name), bool):
             problems.append(f"{name}={get(name)!r} must be True or False")
     for name, accepted in choices.items():
+        if name == "network.head" and get(name) is None:  # optional: dense
+            continue
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
     try:

@@ -19,6 +19,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.network.num_blocks = 6  # residual blocks
     c.network.norm = "batch"  # batch | layer | none
     c.network.dtype = "float32"  # float32 | bfloat16 (compute; parameters stay float32)
+    # dense (AlphaZero's heads) | conv (fully convolutional: no parameter depends on the
+    # board size, so one network plays several sizes; needs one action per board point)
+    c.network.head = "dense"
 
     c.search = ml_collections.ConfigDict()
     c.search.policy = "gumbel"  # gumbel (gumbel_muzero_policy) | muzero (PUCT + Dirichlet)

@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 from jax import lax
@@ -38,3 +39,37 @@ def test_stem_kernel_keeps_the_observation_planes():
     params = network.init_variables(net, env, jax.random.PRNGKey(0))["params"]
     assert params["Conv_0"]["kernel"].shape == (3, 3, env.observation_shape[-1], 8)
     assert env.observation_shape[-1] % 2  # the padded case is the one checked
+
+
+def test_conv_head_plays_every_board_size_with_one_set_of_parameters():
+    """head="conv": the parameters of a 7x7 Gomoku network play 11x11 as they are, and the
+    logit of action row * W + col sees only the board around (row, col)."""
+    config = ml_collections.ConfigDict(dict(channels=8, num_blocks=0, norm="batch",
+                                            dtype="float32", head="conv"))
+    small, large = envs.make("gomoku", size=7), envs.make("gomoku", size=11)
+    net = network.make_network(config, small)
+    variables = network.init_variables(net, small, jax.random.PRNGKey(0))
+    assert jax.tree.structure(variables) == jax.tree.structure(network.init_variables(
+        network.make_network(config, large), large, jax.random.PRNGKey(0)))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (2, *large.observation_shape))
+    logits, value = network.make_network(config, large).apply(variables, obs)
+    assert logits.shape == (2, 121) and value.shape == (2,)
+    # Without residual blocks the receptive field is the 3x3 stem: flipping one input point
+    # changes only the logits of the points next to it.
+    row, col = 3, 8
+    flipped = obs.at[:, row, col, 0].set(~obs[:, row, col, 0])
+    changed, _ = network.make_network(config, large).apply(variables, flipped)
+    moved = np.abs(np.asarray(changed - logits)).max(axis=0).reshape(11, 11) > 1e-6
+    near = np.zeros((11, 11), bool)
+    near[row - 1:row + 2, col - 1:col + 2] = True
+    assert moved.any() and not (moved & ~near).any()
+
+
+def test_conv_head_needs_one_action_per_point():
+    config = ml_collections.ConfigDict(dict(channels=8, num_blocks=1, norm="batch",
+                                            dtype="float32", head="conv"))
+    with pytest.raises(ValueError, match="one action per board point"):
+        network.make_network(config, envs.make("connect4"))
+    config.head = "global"
+    with pytest.raises(ValueError, match="network.head='global'; accepted: dense, conv"):
+        network.make_network(config, envs.make("tictactoe"))
