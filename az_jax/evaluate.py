@@ -77,6 +77,7 @@ def format_results(results, header: str = "") -> str:
     for r in results:
         lo, hi = r.interval()
         note = f"  ({r.unfinished} unfinished = draws)" if r.unfinished else ""
+        note += f"  ({r.notes})" if r.notes else ""
         lines.append(f"{r.opponent:<{w}}  {r.total.games:5d}  {str(r.first):>10}  "
                      f"{str(r.second):>10}  {str(r.total):>11}  {r.score:5.3f}  "
                      f"[{lo:.3f}, {hi:.3f}]{note}")
