@@ -38,10 +38,25 @@ package, is a config error), and `arena.TrainingEvaluator` plays the engines wit
 same parameters and key, every process plays the same games and gets the same score, which
 ranks checkpoints).
 
-Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`):
+Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG` or
+`PREFIX[OPTIONS]:ARG`):
   baghchal-minimax:D   the PyPI `baghchal` package's alpha-beta minimax `Engine(depth=D)`
                        (static evaluation 150 x trapped tigers - 120 x captured goats);
                        Bagh-Chal only; needs `pip install baghchal` (a test extra).
+  gomokubench:LEVEL    the PyPI `gomokubench` package's alpha-beta (numpy patterns),
+                       LEVEL easy | standard | hard; freestyle Gomoku only (its win check
+                       is five or more), any board size; a test extra.
+  gomocup[OPTS]:CMD    any Gomocup/piskvork brain, run as the command line CMD (shlex-split,
+                       no shell) and spoken to over the protocol (`GomocupBrain`); Gomoku
+                       only, INFO rule 0 (freestyle) or 1 (standard, exactly five). OPTS,
+                       ';'-separated: the time per move (`200ms`, `1.5s`; default 1 s) sent
+                       as INFO timeout_turn, `grace=TIME` (the answer may come that much
+                       later; default max(1 s, half the move time)), `start=TIME` (for the
+                       answer to START; default 180 s). Its faults forfeit the game
+                       (`EngineForfeit`), see `ExternalMatchRunner.play`.
+
+In a comma-separated list (`--against`, `eval.opponents`) a comma inside a gomocup command
+is written `\\,` (`split_names`).
 
 The package iterates Python sets of move strings, whose order changes from process to
 process with PYTHONHASHSEED, and minimax keeps the first of equally scored moves; the

@@ -12,14 +12,12 @@ import time
 from pathlib import Path
 
 import jax
+import libs.piece as gp  # gomokubench's code (a top-level package 'libs')
 import numpy as np
 import pytest
 
 import envs
 from az_jax import arena, external
-
-import libs.board as gb  # noqa: E402,I001  (gomokubench's code: a top-level 'libs')
-import libs.piece as gp  # noqa: E402
 
 FAULTY = str(Path(__file__).with_name("faulty_brain.py"))
 N = 9
