@@ -223,3 +223,20 @@ def test_our_own_brain_as_a_gomocup_opponent():
         assert engine.brain.move(moves) == a(6, 6)
     finally:
         _reaped(engine)
+
+
+def test_training_config_check_and_the_result_table():
+    from az_jax import evaluate, trainer
+    from configs import gomoku_9x9
+
+    config = gomoku_9x9.get_config()
+    config.eval.opponents = "random,gomocup[1s]:no-such-brain-xyz,gomokubench:easy"
+    with pytest.raises(ValueError, match="eval.opponents: opponent 'gomocup\\[1000ms\\]:"
+                                         "no-such-brain-xyz': no program 'no-such-brain-xyz'"):
+        trainer.validate_config(config, 1)
+    config.eval.opponents = f"random,gomocup[1s]:{sys.executable} -c pass,gomokubench:easy"
+    trainer.validate_config(config, 1)  # starts nothing
+    res = arena.MatchResult("me", "gomocup[1000ms]:x", arena.WDL(1, 0, 0), arena.WDL(1, 0, 0),
+                            notes="forfeits: 2 timeout")
+    assert evaluate.format_results([res]).splitlines()[-1].endswith("(forfeits: 2 timeout)")
+    assert (res + res).notes == "forfeits: 2 timeout; forfeits: 2 timeout"
