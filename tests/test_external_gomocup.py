@@ -203,6 +203,7 @@ def test_a_chatty_brain_plays_whole_games():
     _reaped(engine)
 
 
+@pytest.mark.slow  # the brain's start-up (import, restore, compile): ~40 s on a loaded CPU
 def test_our_own_brain_as_a_gomocup_opponent():
     """az_jax.gomocup with the shipped gomoku_9x9 (8 simulations a move) in a subprocess:
     a 2-game match that random loses, then a position where the brain completes its four
