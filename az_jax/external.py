@@ -407,6 +407,19 @@ class EngineForfeit(Exception):
 _XY = re.compile(r"^\s*(-?[0-9]{1,9})\s*,\s*(-?[0-9]{1,9})\s*$")
 
 
+def _reap(procs) -> None:
+    """Kills the processes still running and waits for all (no zombies); closes pipes."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+
 class GomocupBrain:
     """One brain subprocess spoken to over the Gomocup (piskvork) protocol.
 
@@ -429,7 +442,7 @@ class GomocupBrain:
         self.late = 0  # answers after timeout_turn but within the grace
         self._lines: queue.Queue | None = None
         self._stderr: collections.deque = collections.deque(maxlen=20)
-        self._finalizer = weakref.finalize(self, GomocupBrain._kill_all, self.spawned)
+        self._finalizer = weakref.finalize(self, _reap, self.spawned)
 
     # ------------------------------------------------------------------ process
     def start(self) -> None:
@@ -451,11 +464,14 @@ class GomocupBrain:
         self._stderr.clear()
         threading.Thread(target=self._pump, args=(proc.stdout, self._lines), daemon=True).start()
         threading.Thread(target=self._pump, args=(proc.stderr, None), daemon=True).start()
-        answer = self._ask([f"START {self.size}"], self.spec.start_s, "START")
-        if answer.strip().upper() != "OK":
+        try:
+            answer = self._ask([f"START {self.size}"], self.spec.start_s, "START")
+            if answer.strip().upper() != "OK":
+                raise EngineForfeit("error", f"answered {answer.strip()[:80]!r} to START "
+                                             f"{self.size}")
+        except EngineForfeit:
             self.close()
-            raise EngineForfeit("error", f"answered {answer.strip()[:80]!r} to START "
-                                         f"{self.size}")
+            raise
         self._send([f"INFO timeout_turn {self.spec.turn_ms}", "INFO timeout_match 0",
                     "INFO max_memory 0", "INFO game_type 1", f"INFO rule {self.rule}"])
         self.board = []
@@ -552,19 +568,7 @@ class GomocupBrain:
                 proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        GomocupBrain._kill_all([proc])
-
-    @staticmethod
-    def _kill_all(procs) -> None:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                try:
-                    stream.close()
-                except (OSError, ValueError):
-                    pass
+        _reap([proc])
 
     # ------------------------------------------------------------------ moves
     def _xy(self, action: int) -> str:

@@ -160,10 +160,17 @@ def test_gomocup_names_options_and_config_errors():
     assert external.gomocup_rule(env) == 0 and external.gomocup_rule(standard) == 1
 
 
-def test_a_brain_that_refuses_the_board_is_a_config_error():
+def test_a_brain_that_refuses_the_board_is_a_config_error(monkeypatch):
+    made = []
+    monkeypatch.setattr(external, "GomocupBrain", lambda *a: made.append(
+        external_brain(*a)) or made[-1])
     with pytest.raises(ValueError, match="cannot play 9x9 gomoku: error: answered 'ERROR "
                                          "unsupported size 9'"):
         _brain("refuse")
+    assert made[0].proc is None and all(p.returncode is not None for p in made[0].spawned)
+
+
+external_brain = external.GomocupBrain
 
 
 @pytest.mark.parametrize("mode,kind", [("crash", "crash"), ("hang", "timeout"),
