@@ -248,3 +248,19 @@ def test_training_config_check_and_the_result_table():
                             notes="forfeits: 2 timeout")
     assert evaluate.format_results([res]).splitlines()[-1].endswith("(forfeits: 2 timeout)")
     assert (res + res).notes == "forfeits: 2 timeout; forfeits: 2 timeout"
+
+
+@pytest.mark.slow  # restores and compiles the shipped 9x9 model (~20-40 s on a loaded CPU)
+def test_evaluate_cli_reports_forfeits(capsys):
+    from az_jax import evaluate
+
+    brain = shlex.join([sys.executable, FAULTY, "garbage"])
+    code = evaluate.main(["--model", "gomoku_9x9", "--sims", "2", "--games", "2", "--quiet",
+                          "--against", f"gomokubench:easy,gomocup[200ms;grace=300ms]:{brain}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("gomo")}
+    assert set(rows) == {"gomokubench:easy", "gomocup[200ms;grace=300ms]:" + sys.executable}
+    bad = rows["gomocup[200ms;grace=300ms]:" + sys.executable]
+    assert "2-0-0" in bad and bad.endswith("(forfeits: 2 garbage)")
+    assert "warning: gomocup[200ms;grace=300ms]:" in err and "forfeits: 2 garbage" in err
