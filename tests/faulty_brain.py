@@ -4,8 +4,9 @@
 
 It plays the first empty point (x fastest, from 0,0) and, from its AFTER-th move request on
 (default 2; counted per process), misbehaves as MODE says:
-  ok       never (and it writes MESSAGE / DEBUG lines before each answer, and an
-           UNKNOWN to an unknown command, as the protocol allows)
+  ok       never (and it writes MESSAGE / DEBUG lines before each answer, echoes each
+           INFO as a MESSAGE, and answers UNKNOWN to an unknown command, as the
+           protocol allows)
   crash    exits with status 3 without answering
   hang     never answers (sleeps until killed)
   garbage  answers 'hello there'
@@ -72,7 +73,8 @@ def main() -> int:
             stones = []
             say("OK")
         elif cmd == "INFO":
-            pass
+            if mode == "ok":
+                say(f"MESSAGE got INFO {arg}")
         elif cmd == "BEGIN":
             answer()
         elif cmd == "TURN":

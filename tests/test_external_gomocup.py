@@ -199,6 +199,9 @@ def test_a_chatty_brain_plays_whole_games():
     assert res.total.games == 2 and res.unfinished == 0 and not res.notes
     assert res.mean_plies >= 9
     assert any("MESSAGE thinking hard" in m for m in logged)
+    infos = [m.split("MESSAGE got INFO ")[1] for m in logged if "got INFO" in m]
+    assert infos == ["timeout_turn 200", "timeout_match 0", "max_memory 0", "game_type 1",
+                     "rule 0"]  # freestyle
     assert not any("DEBUG" in m for m in logged)
     brain = engine.brain
     brain._send(["YXSHOWINFO"])  # answered UNKNOWN: an unasked line, logged
@@ -207,6 +210,13 @@ def test_a_chatty_brain_plays_whole_games():
     assert brain.move([0, 40]) == 1  # TURN 4,4: the brain's own game goes on
     assert brain.move([5, 6, 7]) == 0  # BOARD: another position
     assert any("unasked line 'UNKNOWN YXSHOWINFO'" in m for m in logged)
+    _reaped(engine)
+    cmd = shlex.join([sys.executable, FAULTY, "ok"])
+    engine = external.make_engine(external.parse_opponent(f"gomocup:{cmd}"), standard)
+    engine.brain.log = logged.append
+    assert engine.brain.move([]) == 0  # the INFO lines come before the first request
+    assert logged[-2:] == [f"{engine.name}: MESSAGE got INFO rule 1",  # exactly five
+                           f"{engine.name}: MESSAGE thinking hard"]
     _reaped(engine)
 
 
