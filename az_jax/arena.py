@@ -107,6 +107,7 @@ class MatchResult:
     unfinished: int = 0  # games still running at max_plies (counted as draws)
     mean_plies: float = math.nan
     seconds: float = math.nan
+    notes: str = ""  # e.g. an external engine's forfeits ("forfeits: 2 timeout")
 
     @property
     def total(self) -> WDL:
@@ -125,7 +126,8 @@ class MatchResult:
         plies = (self.mean_plies * n1 + other.mean_plies * n2) / max(n1 + n2, 1)
         return MatchResult(self.player, self.opponent, self.first + other.first,
                            self.second + other.second, self.unfinished + other.unfinished,
-                           plies, self.seconds + other.seconds)
+                           plies, self.seconds + other.seconds,
+                           "; ".join(x for x in (self.notes, other.notes) if x))
 
     def as_record(self) -> tuple[str, str, int, int, int]:
         """(a, b, W, D, L) for `elo.record`."""

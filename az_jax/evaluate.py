@@ -29,6 +29,15 @@ _OPPONENT_HELP = """opponents (comma-separated):
   checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default)
   baghchal-minimax:D     the PyPI baghchal package's minimax engine at depth D (Bagh-Chal
                          only; a host-side Python loop, see az_jax/external.py)
+  gomokubench:LEVEL      the PyPI gomokubench alpha-beta, LEVEL easy|standard|hard
+                         (freestyle Gomoku only)
+  gomocup[OPTS]:COMMAND  a Gomocup/piskvork brain run as COMMAND (Gomoku only), e.g.
+                         'gomocup[200ms]:python -m az_jax.gomocup --model gomoku_9x9';
+                         OPTS, ';'-separated: time per move (200ms, 1s; default 1s),
+                         grace=TIME (default max(1s, half the move time)), start=TIME
+                         (default 180s); a comma inside COMMAND is written \\,. Crashes,
+                         timeouts, garbage, ERROR answers and illegal moves lose the game
+                         and are counted next to the result
 
 Each match plays --games games, half with each colour; the score is (W + D/2) / games with
 a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
@@ -77,6 +86,7 @@ def format_results(results, header: str = "") -> str:
     for r in results:
         lo, hi = r.interval()
         note = f"  ({r.unfinished} unfinished = draws)" if r.unfinished else ""
+        note += f"  ({r.notes})" if r.notes else ""
         lines.append(f"{r.opponent:<{w}}  {r.total.games:5d}  {str(r.first):>10}  "
                      f"{str(r.second):>10}  {str(r.total):>11}  {r.score:5.3f}  "
                      f"[{lo:.3f}, {hi:.3f}]{note}")

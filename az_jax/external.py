@@ -38,10 +38,25 @@ package, is a config error), and `arena.TrainingEvaluator` plays the engines wit
 same parameters and key, every process plays the same games and gets the same score, which
 ranks checkpoints).
 
-Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`):
+Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG` or
+`PREFIX[OPTIONS]:ARG`):
   baghchal-minimax:D   the PyPI `baghchal` package's alpha-beta minimax `Engine(depth=D)`
                        (static evaluation 150 x trapped tigers - 120 x captured goats);
                        Bagh-Chal only; needs `pip install baghchal` (a test extra).
+  gomokubench:LEVEL    the PyPI `gomokubench` package's alpha-beta (numpy patterns),
+                       LEVEL easy | standard | hard; freestyle Gomoku only (its win check
+                       is five or more), any board size; a test extra.
+  gomocup[OPTS]:CMD    any Gomocup/piskvork brain, run as the command line CMD (shlex-split,
+                       no shell) and spoken to over the protocol (`GomocupBrain`); Gomoku
+                       only, INFO rule 0 (freestyle) or 1 (standard, exactly five). OPTS,
+                       ';'-separated: the time per move (`200ms`, `1.5s`; default 1 s) sent
+                       as INFO timeout_turn, `grace=TIME` (the answer may come that much
+                       later; default max(1 s, half the move time)), `start=TIME` (for the
+                       answer to START; default 180 s). Its faults forfeit the game
+                       (`EngineForfeit`), see `ExternalMatchRunner.play`.
+
+In a comma-separated list (`--against`, `eval.opponents`) a comma inside a gomocup command
+is written `\\,` (`split_names`).
 
 The package iterates Python sets of move strings, whose order changes from process to
 process with PYTHONHASHSEED, and minimax keeps the first of equally scored moves; the
@@ -51,10 +66,19 @@ move loses (the package then returns no move), the engine plays the first legal 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
+import queue
 import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
 import time
+import weakref
+import zlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -75,25 +99,32 @@ class EngineGame(Protocol):
     def best_action(self) -> int:
         """The engine's move for the side to move, as an env action."""
 
-    def is_over(self) -> bool:
-        """Whether the engine considers the game finished."""
+    def is_over(self) -> bool | None:
+        """Whether the engine considers the game finished (None: it does not say)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Engine:
-    """An external opponent: `new_game()` starts an `EngineGame` at the initial position."""
+    """An external opponent: `new_game()` starts an `EngineGame` at the initial position.
+
+    `close()` (optional) ends what the engine started (a gomocup brain's process; it is
+    also ended when the engine is garbage-collected or Python exits); `brain` is that
+    `GomocupBrain` (None for in-process engines)."""
 
     name: str  # name on the Elo ladder, e.g. "baghchal-minimax:2"
     new_game: Callable[[], EngineGame] = dataclasses.field(repr=False)
+    close: Callable[[], None] = dataclasses.field(default=lambda: None, repr=False)
+    brain: Any = dataclasses.field(default=None, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class ExternalOpponent:
-    """A parsed external opponent name: `kind` is the registry prefix, `arg` its number."""
+    """A parsed external opponent name: `kind` is the registry prefix, `arg` its parsed
+    argument (a depth, a level, a `BrainSpec`)."""
 
     name: str  # canonical name, e.g. "baghchal-minimax:2"
     kind: str  # "baghchal-minimax"
-    arg: int
+    arg: Any
 
     @property
     def metric(self) -> str:
@@ -104,9 +135,9 @@ class ExternalOpponent:
 class _Spec:
     form: str  # how to write it, for error messages
     env_id: str  # the only game it plays
-    make: Callable[[Any, int], Engine]  # (env, arg) -> Engine
-    check_arg: Callable[[int], str | None]  # None if fine, else why not
-    load: Callable[[str], Any]  # (name) -> imports the package; raises ImportError
+    make: Callable[[Any, Any], Engine]  # (env, arg) -> Engine
+    parse: Callable[[str | None, str], tuple[str, Any]]  # (options, arg) -> (name, arg)
+    load: Callable[[Any], Any]  # (ExternalOpponent) -> None; ImportError / ValueError
 
 
 # =========================================================================== baghchal
@@ -207,13 +238,477 @@ def baghchal_minimax(env, depth: int) -> Engine:
     return Engine(name, Game)
 
 
+# =========================================================================== gomokubench
+_GOMOKUBENCH_PIN = "gomokubench>=0.1.10,<0.2"
+
+
+def _import_gomokubench(what: str):
+    """The PyPI `gomokubench` package's `libs.ai` and `libs.board` modules (it installs
+    its code as a top-level package named `libs`)."""
+    try:
+        import libs.ai as ai
+        import libs.board as board
+        import libs.piece as piece
+    except ImportError as e:
+        raise ImportError(f"opponent {what!r} needs the PyPI package 'gomokubench' "
+                          f"(pip install '{_GOMOKUBENCH_PIN}'): {e}") from None
+    if not hasattr(ai, "AI_LEVELS") or not hasattr(board, "BoardState"):
+        raise ImportError(f"opponent {what!r}: the 'libs' package at {ai.__file__} is not "
+                          f"gomokubench's (pip install '{_GOMOKUBENCH_PIN}')")
+    return ai, board, piece
+
+
+def gomokubench_levels() -> tuple[str, ...]:
+    return ("easy", "standard", "hard")
+
+
+def gomokubench(env, level: str) -> Engine:
+    """The PyPI `gomokubench` package's alpha-beta engine at `level` (easy: 1 ply, 4
+    candidates, a random one of the best 2; standard: 2 plies, 10 candidates; hard: 3
+    plies, 12 candidates at the root). Freestyle only: its win check is "five or more".
+
+    The package draws from numpy's global generator (the first stone, and `easy`'s pick).
+    Each move here seeds it from the position (a CRC of the moves) and restores the global
+    state afterwards, so that a match is reproducible and leaves numpy's state alone.
+
+    Raises:
+      ImportError: the package is not installed.
+      ValueError: the env is not freestyle Gomoku.
+    """
+    name = f"gomokubench:{level}"
+    ai, board, piece = _import_gomokubench(name)
+    if env.rule != "freestyle":
+        raise ValueError(f"opponent {name!r} plays freestyle gomoku only (five or more win); "
+                         f"this env is {env.rule} (exactly five): use an env with "
+                         "rule='freestyle' or a gomocup: brain")
+    settings = ai.resolve_ai_settings(level)
+    size = env.size
+
+    class Game:
+        def __init__(self):
+            self.state = board.BoardState(size)  # black (the package's 1) moves first
+            self.moves: list[int] = []
+
+        def push(self, action: int) -> None:
+            pos = divmod(int(action), size)  # (row, column), row 0 at the top, as the env
+            if not self.state.is_valid_position(pos):
+                raise ValueError(f"{name}: {env.action_to_str(action)} is occupied or off "
+                                 "the board")
+            self.state = self.state.next(pos)
+            self.moves.append(int(action))
+
+        def best_action(self) -> int:
+            black_to_move = -self.state.color == piece.BLACK
+            saved = np.random.get_state()
+            np.random.seed(zlib.crc32(np.asarray(self.moves, np.int32).tobytes()))
+            try:
+                move, _ = ai.get_best_move(
+                    self.state, settings["depth"], black_to_move,
+                    candidate_count=settings["candidate_count"],
+                    random_top_n=settings["random_top_n"])
+            finally:
+                np.random.set_state(saved)
+            row, col = (int(v) for v in move)
+            return row * size + col
+
+        def is_over(self) -> bool:
+            return bool(self.state.is_terminal())
+
+    return Engine(name, Game)
+
+
+# =========================================================================== gomocup
+GOMOCUP_TURN_MS = 1000  # default time per move
+GOMOCUP_START_S = 180.0  # default time for START (a brain may load and compile then)
+GOMOCUP_FAULTS = ("crash", "timeout", "garbage", "illegal", "error")
+
+
+@dataclasses.dataclass(frozen=True)
+class BrainSpec:
+    """A `gomocup[...]:COMMAND` opponent: the command line and its clock.
+
+    turn_ms: INFO timeout_turn, the time per move; the answer may come up to `grace_ms`
+    later (default max(1000, turn_ms / 2)) before it is a timeout. start_s: the time for
+    the answer to START (loading and compiling a brain takes a while)."""
+
+    command: tuple[str, ...]
+    turn_ms: int = GOMOCUP_TURN_MS
+    grace_ms: int | None = None
+    start_s: float = GOMOCUP_START_S
+
+    @property
+    def answer_s(self) -> float:
+        grace = self.grace_ms if self.grace_ms is not None else max(1000, self.turn_ms // 2)
+        return (self.turn_ms + grace) / 1000.0
+
+    def label(self) -> str:
+        opts = [f"{self.turn_ms}ms"]
+        if self.grace_ms is not None:
+            opts.append(f"grace={self.grace_ms}ms")
+        if self.start_s != GOMOCUP_START_S:
+            opts.append(f"start={self.start_s:g}s")
+        return f"gomocup[{';'.join(opts)}]:{shlex.join(self.command)}"
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
+
+
+def _duration_ms(text: str, what: str) -> int:
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError(f"cannot read {what} {text!r}: write e.g. 200ms or 1.5s")
+    value = float(m.group(1)) * (1 if m.group(2) == "ms" else 1000)
+    return int(round(value))
+
+
+def parse_brain(options: str | None, command: str) -> BrainSpec:
+    """`gomocup[OPTIONS]:COMMAND` -> BrainSpec. OPTIONS, separated by ';': a time per move
+    (`200ms`, `1.5s`), `grace=TIME`, `start=TIME`. COMMAND is split as a shell would
+    (shlex) and run without a shell.
+
+    Raises:
+      ValueError: unreadable options or an empty command.
+    """
+    kw: dict[str, Any] = {}
+    for item in (options or "").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        if not eq:
+            kw["turn_ms"] = _duration_ms(item, "the time per move")
+        elif key.strip() == "grace":
+            kw["grace_ms"] = _duration_ms(value, "grace")
+        elif key.strip() == "start":
+            kw["start_s"] = _duration_ms(value, "start") / 1000.0
+        else:
+            raise ValueError(f"unknown gomocup option {item!r}: accepted are a time per "
+                             "move (200ms, 1s), grace=TIME and start=TIME, separated by ';'")
+    if kw.get("turn_ms", 1) < 1 or kw.get("start_s", 1) <= 0:
+        raise ValueError("gomocup times must be > 0")
+    try:
+        argv = tuple(shlex.split(command))
+    except ValueError as e:
+        raise ValueError(f"cannot split the gomocup command {command!r}: {e}") from None
+    if not argv:
+        raise ValueError("gomocup: needs a command after ':', e.g. "
+                         "gomocup[1s]:python -m az_jax.gomocup --model gomoku_9x9")
+    return BrainSpec(argv, **kw)
+
+
+class EngineForfeit(Exception):
+    """An engine lost a game by a fault: `kind` is one of GOMOCUP_FAULTS."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"{kind}: {detail}")
+        self.kind, self.detail = kind, detail
+
+
+_XY = re.compile(r"^\s*(-?[0-9]{1,9})\s*,\s*(-?[0-9]{1,9})\s*$")
+
+
+def _reap(procs) -> None:
+    """Kills the processes still running and waits for all (no zombies); closes pipes."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+
+class GomocupBrain:
+    """One brain subprocess spoken to over the Gomocup (piskvork) protocol.
+
+    One process serves every game of a match: a move in a game the brain is not following
+    is asked with BOARD (the whole position, field 1 = own stones, 2 = the opponent's)
+    then DONE; a move that continues the brain's own game with TURN x,y; a move on an empty
+    board with BEGIN (after RESTART if needed). x,y = column,row from 0 at the top left,
+    i.e. action = y * size + x, as `az_jax.gomocup`. Lines MESSAGE (logged), DEBUG
+    (dropped) are skipped; UNKNOWN or ERROR as the answer to a move is a fault. A process
+    that dies or misses its deadline is killed (and reaped) and started again on the next
+    request; START is answered within `start_s`, a move within `BrainSpec.answer_s`.
+    """
+
+    def __init__(self, spec: BrainSpec, size: int, rule: int, name: str, log=None):
+        self.spec, self.size, self.rule, self.name = spec, int(size), int(rule), name
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.proc: subprocess.Popen | None = None
+        self.spawned: list[subprocess.Popen] = []  # every process started (tests: reaped)
+        self.board: list[int] | None = None  # the brain's game, if it follows one
+        self.late = 0  # answers after timeout_turn but within the grace
+        self._lines: queue.Queue | None = None
+        self._stderr: collections.deque = collections.deque(maxlen=20)
+        self._finalizer = weakref.finalize(self, _reap, self.spawned)
+
+    # ------------------------------------------------------------------ process
+    def start(self) -> None:
+        """Starts the process and sends START and INFO.
+
+        Raises:
+          EngineForfeit: the process could not start, died, refused or missed START.
+        """
+        self.close()
+        try:
+            proc = subprocess.Popen(self.spec.command, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, bufsize=1, errors="replace")
+        except OSError as e:
+            raise EngineForfeit("crash", f"cannot run {shlex.join(self.spec.command)}: "
+                                         f"{e}") from None
+        self.proc, self._lines = proc, queue.Queue()
+        self.spawned.append(proc)
+        self._stderr.clear()
+        threading.Thread(target=self._pump, args=(proc.stdout, self._lines), daemon=True).start()
+        threading.Thread(target=self._pump, args=(proc.stderr, None), daemon=True).start()
+        try:
+            answer = self._ask([f"START {self.size}"], self.spec.start_s, "START")
+            if answer.strip().upper() != "OK":
+                raise EngineForfeit("error", f"answered {answer.strip()[:80]!r} to START "
+                                             f"{self.size}")
+        except EngineForfeit:
+            self.close()
+            raise
+        self._send([f"INFO timeout_turn {self.spec.turn_ms}", "INFO timeout_match 0",
+                    "INFO max_memory 0", "INFO game_type 1", f"INFO rule {self.rule}"])
+        self.board = []
+
+    def _pump(self, stream, lines) -> None:
+        """Reader thread: stdout lines into the queue (None at EOF), stderr into a tail."""
+        try:
+            for line in stream:
+                if lines is None:
+                    self._stderr.append(line.rstrip())
+                else:
+                    lines.put(line)
+        except (OSError, ValueError):
+            pass
+        if lines is not None:
+            lines.put(None)
+
+    def _send(self, lines: list[str]) -> None:
+        try:
+            self.proc.stdin.write("".join(line + "\n" for line in lines))
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as e:
+            self._died(f"cannot write to it ({type(e).__name__})")
+
+    def _died(self, what: str):
+        proc = self.proc
+        self.close()
+        code = proc.returncode if proc is not None else None
+        tail = " | ".join(list(self._stderr)[-3:])
+        raise EngineForfeit("crash", f"the brain {what}" + (f", exit status {code}"
+                                                            if code is not None else "")
+                            + (f"; stderr: {tail[:300]}" if tail else ""))
+
+    def _ask(self, lines: list[str], seconds: float, what: str) -> str:
+        """Sends `lines` and returns the first answer line that is not MESSAGE/DEBUG."""
+        self._drain()
+        self._send(lines)
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                self.close(graceful=False)
+                raise EngineForfeit("timeout", f"no answer to {what} within {seconds:g} s"
+                                    ) from None
+            if line is None:  # EOF on stdout: the process ended (or closed its output)
+                try:
+                    self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+                self._died(f"exited during {what}")
+            if self._skip(line):
+                continue
+            word = line.split(maxsplit=1)[0].upper() if line.strip() else ""
+            if word in ("UNKNOWN", "ERROR"):
+                self.board = None
+                raise EngineForfeit("error", f"answered {line.strip()[:120]!r} to {what}")
+            return line
+
+    def _skip(self, line: str) -> bool:
+        """MESSAGE (logged) and DEBUG lines, and empty lines, are not answers."""
+        text = line.strip()
+        word = text.split(maxsplit=1)[0].upper() if text else ""
+        if word == "MESSAGE":
+            self.log(f"{self.name}: {text[:300]}")
+        return word in ("", "MESSAGE", "DEBUG")
+
+    def _drain(self) -> None:
+        """Lines that came unasked (after INFO, say): logged unless DEBUG."""
+        while self._lines is not None:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:
+                self._lines.put(None)  # the EOF is for the next request to see
+                return
+            if not self._skip(line):
+                self.log(f"{self.name}: unasked line {line.strip()[:200]!r}")
+
+    def close(self, graceful: bool = True) -> None:
+        """Ends the process: END, then kill after 1 s (at once if not `graceful`); always
+        reaped."""
+        proc, self.proc, self.board = self.proc, None, None
+        if proc is None:
+            return
+        if graceful and proc.poll() is None:
+            try:
+                proc.stdin.write("END\n")
+                proc.stdin.flush()
+            except (OSError, ValueError):
+                pass
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        _reap([proc])
+
+    # ------------------------------------------------------------------ moves
+    def _xy(self, action: int) -> str:
+        return f"{action % self.size},{action // self.size}"
+
+    def move(self, moves: list[int]) -> int:
+        """The brain's move in the position after `moves` (env actions, black first).
+
+        Raises:
+          EngineForfeit: crash, timeout, garbage, illegal or error (the game is lost).
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        if not moves:
+            if self.board != []:  # a game on the board, or an unknown one after a fault
+                answer = self._ask(["RESTART"], self.spec.answer_s, "RESTART")
+                if answer.strip().upper() != "OK":
+                    self.board = None
+                    raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to "
+                                                   "RESTART")
+            lines, what = ["BEGIN"], "BEGIN"
+        elif self.board is not None and self.board == moves[:-1]:
+            lines, what = [f"TURN {self._xy(moves[-1])}"], "TURN"
+        else:
+            n = len(moves)
+            lines = ["BOARD"] + [f"{self._xy(a)},{1 if (n - i) % 2 == 0 else 2}"
+                                 for i, a in enumerate(moves)] + ["DONE"]
+            what = "BOARD"
+        self.board = None
+        t0 = time.monotonic()
+        answer = self._ask(lines, self.spec.answer_s, what)
+        if time.monotonic() - t0 > self.spec.turn_ms / 1000.0:
+            self.late += 1
+        m = _XY.match(answer)
+        if not m:
+            raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to {what}")
+        x, y = int(m.group(1)), int(m.group(2))
+        if not (0 <= x < self.size and 0 <= y < self.size):
+            raise EngineForfeit("illegal", f"played {x},{y}, off the {self.size}x{self.size} "
+                                           "board")
+        action = y * self.size + x
+        if action in moves:
+            raise EngineForfeit("illegal", f"played {x},{y}, an occupied point")
+        self.board = [*moves, action]
+        return action
+
+
+def gomocup_rule(env) -> int:
+    """INFO rule for the env: 0 = freestyle (five or more), 1 = exactly five."""
+    return {"freestyle": 0, "standard": 1}[env.rule]
+
+
+def gomocup(env, spec: BrainSpec) -> Engine:
+    """A Gomocup/piskvork brain (`gomocup[...]:COMMAND`) as an engine: one subprocess for
+    all games (see `GomocupBrain`). The brain is started now, so that a brain that cannot
+    run or refuses the board size is an error before any game.
+
+    Raises:
+      ValueError: the brain cannot start or does not accept START <size>.
+    """
+    name = spec.label()
+    brain = GomocupBrain(spec, env.size, gomocup_rule(env), name)
+    try:
+        brain.start()
+    except EngineForfeit as e:
+        raise ValueError(f"opponent {name!r} cannot play {env.size}x{env.size} gomoku: "
+                         f"{e}") from None
+
+    class Game:
+        def __init__(self):
+            self.moves: list[int] = []
+
+        def push(self, action: int) -> None:
+            self.moves.append(int(action))
+
+        def best_action(self) -> int:
+            return brain.move(self.moves)
+
+        def is_over(self) -> bool | None:
+            return None  # the brain does not say; the env decides
+
+    return Engine(name, Game, close=brain.close, brain=brain)
+
+
+def _check_command(spec: BrainSpec) -> str | None:
+    exe = spec.command[0]
+    if os.sep in exe or (os.altsep and os.altsep in exe):
+        return None if os.path.exists(exe) else f"no file {exe!r} (the gomocup brain)"
+    if shutil.which(exe) is None:
+        return f"no program {exe!r} on the PATH (the gomocup brain)"
+    return None
+
+
 # =========================================================================== registry
+def _parse_depth(options: str | None, arg: str) -> tuple[str, int]:
+    if options is not None:
+        raise ValueError("takes no [options]")
+    if not re.fullmatch(r"\d+", arg.strip()):
+        raise ValueError("expected baghchal-minimax:D with a number D")
+    depth = int(arg)
+    if depth < 1:
+        raise ValueError("the depth (plies searched) must be >= 1")
+    return f"baghchal-minimax:{depth}", depth
+
+
+def _parse_level(options: str | None, arg: str) -> tuple[str, str]:
+    level = arg.strip().lower()
+    if options is not None:
+        raise ValueError("takes no [options]")
+    if level not in gomokubench_levels():
+        raise ValueError(f"unknown level {arg.strip()!r}; accepted: "
+                         f"{', '.join(gomokubench_levels())}")
+    return f"gomokubench:{level}", level
+
+
+def _parse_brain(options: str | None, arg: str) -> tuple[str, BrainSpec]:
+    spec = parse_brain(options, arg)
+    return spec.label(), spec
+
+
+def _load_brain(opp) -> None:
+    why = _check_command(opp.arg)
+    if why:
+        raise ValueError(f"opponent {opp.name!r}: {why}")
+
+
 _ENGINES: dict[str, _Spec] = {
     "baghchal-minimax": _Spec(
-        "baghchal-minimax:D", "baghchal", baghchal_minimax,
-        lambda d: None if d >= 1 else "the depth (plies searched) must be >= 1",
-        _import_baghchal),
+        "baghchal-minimax:D", "baghchal", baghchal_minimax, _parse_depth,
+        lambda opp: _import_baghchal(opp.name)),
+    "gomokubench": _Spec(
+        "gomokubench:easy|standard|hard", "gomoku", gomokubench, _parse_level,
+        lambda opp: _import_gomokubench(opp.name)),
+    "gomocup": _Spec(
+        "gomocup[TIME]:COMMAND", "gomoku", gomocup, _parse_brain, _load_brain),
 }
+
+# PREFIX[OPTIONS]:ARG; the command of a gomocup brain may hold any character but ',' (write
+# '\,' inside a comma-separated list).
+_NAME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_-]*)(?:\[([^\]]*)\])?:(.*)$", re.S)
 
 
 def forms() -> str:
@@ -222,37 +717,42 @@ def forms() -> str:
 
 
 def is_external(name: str) -> bool:
-    """Whether `name` names an external engine (by its prefix before ':')."""
-    return isinstance(name, str) and name.strip().split(":")[0] in _ENGINES
+    """Whether `name` names an external engine (by its prefix before '[' or ':')."""
+    m = _NAME.match(name) if isinstance(name, str) else None
+    return bool(m) and m.group(1) in _ENGINES
+
+
+def split_names(names: str) -> list[str]:
+    """A comma-separated list of opponents -> names; '\\,' is a comma inside a name (a
+    gomocup command line that holds one)."""
+    return [n.replace("\\,", ",") for n in re.split(r"(?<!\\),", names)]
 
 
 def parse_opponent(name: str) -> ExternalOpponent:
-    """Parses 'PREFIX:N' for a registered prefix.
+    """Parses 'PREFIX:ARG' or 'PREFIX[OPTIONS]:ARG' for a registered prefix.
 
     Raises:
-      ValueError: an unknown prefix or a bad number.
+      ValueError: an unknown prefix or a bad argument.
     """
-    text = name.strip()
-    prefix, _, arg = text.partition(":")
-    spec = _ENGINES.get(prefix)
+    m = _NAME.match(name) if isinstance(name, str) else None
+    spec = _ENGINES.get(m.group(1)) if m else None
     if spec is None:
         raise ValueError(f"unknown external opponent {name!r}; accepted forms: {forms()}")
-    if not re.fullmatch(r"\d+", arg):
-        raise ValueError(f"cannot read {name!r}: expected {spec.form} with a number")
-    why = spec.check_arg(int(arg))
-    if why:
-        raise ValueError(f"opponent {name!r}: {why}")
-    return ExternalOpponent(f"{prefix}:{int(arg)}", prefix, int(arg))
+    try:
+        canonical, arg = spec.parse(m.group(2), m.group(3).strip())
+    except ValueError as e:
+        raise ValueError(f"opponent {name.strip()!r}: {e}") from None
+    return ExternalOpponent(canonical, m.group(1), arg)
 
 
 def parse_opponents(names: str | list[str]) -> list:
     """Like `arena.parse_opponents`, with external engines too: a list of `arena.Opponent`
-    and `ExternalOpponent`, in the given order.
+    and `ExternalOpponent`, in the given order (`split_names` splits a string).
 
     Raises:
       ValueError: an unknown name (listing the arena's and the external forms).
     """
-    items = names.split(",") if isinstance(names, str) else list(names)
+    items = split_names(names) if isinstance(names, str) else list(names)
     out = []
     for n in items:
         if not str(n).strip():
@@ -277,12 +777,14 @@ def _wrong_game(opp: ExternalOpponent, env_id: str) -> str | None:
 
 def check_opponents(names: str | list[str], env_id: str) -> list:
     """`parse_opponents`, with each external engine checked for a run of `env_id`: that it
-    plays this game and that its package imports. Builds no env and no engine, so that a
-    training config can be checked before anything is compiled.
+    plays this game and that its package imports (a gomocup brain: that its program
+    exists). Builds no env and no engine and starts nothing, so that a training config can
+    be checked before anything is compiled (the env's rule and size are checked by
+    `make_engine`).
 
     Raises:
-      ValueError: an unknown name, an engine of another game or one whose package is
-        missing (all such engines, one sentence each).
+      ValueError: an unknown name, an engine of another game or one whose package or
+        program is missing (all such engines, one sentence each).
     """
     opponents = parse_opponents(names)
     problems = []
@@ -292,8 +794,8 @@ def check_opponents(names: str | list[str], env_id: str) -> list:
         why = _wrong_game(opp, env_id)
         if why is None:
             try:
-                _ENGINES[opp.kind].load(opp.name)
-            except ImportError as e:
+                _ENGINES[opp.kind].load(opp)
+            except (ImportError, ValueError) as e:
                 why = str(e)
         if why:
             problems.append(why)
@@ -303,10 +805,11 @@ def check_opponents(names: str | list[str], env_id: str) -> list:
 
 
 def make_engine(opp: ExternalOpponent, env) -> Engine:
-    """The engine for a parsed name, for this env.
+    """The engine for a parsed name, for this env (a gomocup brain is started here).
 
     Raises:
-      ValueError: the engine does not play this game.
+      ValueError: the engine does not play this game (or this rule; or a brain refuses
+        the board).
       ImportError: its package is not installed.
     """
     why = _wrong_game(opp, env.id)
@@ -376,7 +879,7 @@ class ExternalMatchRunner:
         return self._acts[agent.kind]
 
     def play(self, agent: arena.Agent, engine: Engine, key, progress=None,
-             on_ply=None) -> arena.MatchResult:
+             on_ply=None, warn=None) -> arena.MatchResult:
         """Plays `num_games` games of the agent against the engine. The key is consumed.
 
         Args:
@@ -388,7 +891,13 @@ class ExternalMatchRunner:
           the MatchResult from the agent's point of view.
         Raises:
           RuntimeError: the engine's view of a game disagrees with the env's.
-          ValueError: the engine chose an illegal move.
+          ValueError: the engine chose an illegal move (an in-process engine: a bug; a
+            gomocup brain's faults are forfeits instead, see below).
+
+        A game whose engine move raises `EngineForfeit` (a gomocup brain that crashed,
+        timed out, answered garbage or an error, or played an illegal move) ends there as
+        the agent's win; the counts per fault are in the result's `notes` and in a warning
+        line (`warn`, default: stderr).
         """
         t0 = time.perf_counter()
         n = self.num_games
@@ -399,7 +908,10 @@ class ExternalMatchRunner:
         params = jax.device_put(parallel.local_replica(agent.params), self.device)
         states = self._init(k_init)
         games = [engine.new_game() for _ in range(n)]
+        late0 = engine.brain.late if engine.brain is not None else 0
         total = np.zeros((n, 2), np.float32)
+        forfeit = np.zeros(n, bool)
+        faults: collections.Counter = collections.Counter()
         done = np.asarray(states.done)
         t = 0
         while t < self.max_plies and not done.all():
@@ -420,11 +932,18 @@ class ExternalMatchRunner:
                     actions[idx] = np.asarray(chosen)[:idx.size]
                 mask = np.asarray(states.legal_action_mask)
                 for g in np.flatnonzero(theirs):
-                    a = int(games[g].best_action())
+                    try:
+                        a = int(games[g].best_action())
+                    except EngineForfeit as e:
+                        forfeit[g] = True
+                        faults[e.kind] += 1
+                        (warn or _warn)(f"{engine.name}: game {g}, ply {t}: {e}")
+                        continue
                     if not mask[g, a]:
                         raise ValueError(f"{engine.name} chose {self.env.action_to_str(a)}, "
                                          f"illegal in game {g} at ply {t}")
                     actions[g] = a
+                theirs &= ~forfeit
                 moved = mine | theirs
             states, rewards = self._step(states, jnp.asarray(actions), jnp.asarray(moved),
                                          k_step, t)
@@ -432,20 +951,44 @@ class ExternalMatchRunner:
             terminated = np.asarray(states.terminated)
             for g in np.flatnonzero(moved):
                 games[g].push(int(actions[g]))
-                if games[g].is_over() != bool(terminated[g]):
+                over = games[g].is_over()
+                if over is not None and over != bool(terminated[g]):
                     raise RuntimeError(
                         f"game {g}, ply {t}: {engine.name} says the game is "
-                        f"{'over' if games[g].is_over() else 'not over'}, the env says "
+                        f"{'over' if over else 'not over'}, the env says "
                         f"{'over' if terminated[g] else 'not over'}")
-            now_done = np.asarray(states.done)
+            now_done = np.asarray(states.done) | forfeit
             if progress is not None and (now_done & ~done).any():
                 progress(int((now_done & ~done).sum()))
             done = now_done
             t += 1
         mine = total[np.arange(n), self._a_color]
-        out = {"outcome": np.sign(mine), "a_first": self._a_color == 0, "finished": done,
+        out = {"outcome": np.where(forfeit, 1.0, np.sign(mine)),
+               "a_first": self._a_color == 0, "finished": done,
                "plies": np.asarray(states.step_count)}
         if progress is not None and (~done).any():
             progress(int((~done).sum()))
-        return arena.summarize(out, agent.name, engine.name, time.perf_counter() - t0)
+        result = arena.summarize(out, agent.name, engine.name, time.perf_counter() - t0)
+        late = engine.brain.late - late0 if engine.brain is not None else 0
+        notes = format_faults(faults, late)
+        if notes:
+            (warn or _warn)(f"warning: {engine.name}: {notes} (in {n} games)")
+            result = dataclasses.replace(result, notes=notes)
+        return result
+
+
+def format_faults(faults: dict[str, int], late: int = 0) -> str:
+    """'forfeits: 2 timeout, 1 crash; 3 late answers' ('' when there is nothing)."""
+    parts = []
+    if faults:
+        parts.append("forfeits: " + ", ".join(f"{faults[k]} {k}" for k in GOMOCUP_FAULTS
+                                              if faults.get(k)))
+    if late:
+        parts.append(f"{late} late answer{'s' if late > 1 else ''} (past timeout_turn, "
+                     "within the grace)")
+    return "; ".join(parts)
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 

@@ -1,0 +1,276 @@
+"""Gomoku engines of az_jax/external.py: `gomokubench:LEVEL` (the PyPI package's rules
+checked against our env's) and `gomocup[...]:COMMAND` brains in real subprocesses: our own
+brain (az_jax.gomocup, the shipped gomoku_9x9) and tests/faulty_brain.py, whose crashes,
+hangs, garbage, errors and illegal moves must each forfeit the game, be counted, and leave
+no process behind."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import jax
+import libs.piece as gp  # gomokubench's code (a top-level package 'libs')
+import numpy as np
+import pytest
+
+import envs
+from az_jax import arena, external
+
+FAULTY = str(Path(__file__).with_name("faulty_brain.py"))
+N = 9
+env = envs.make("gomoku", size=N)
+standard = envs.make("gomoku", size=N, rule="standard")
+step = jax.jit(env.step)
+step_std = jax.jit(standard.step)
+factory = arena.AgentFactory(env)
+runner = external.ExternalMatchRunner(env, 2, opening_plies=0)  # one compile per module
+
+
+def _brain(mode: str, options: str = "200ms;grace=300ms;start=20s", after: int = 2):
+    cmd = shlex.join([sys.executable, FAULTY, mode, str(after)])
+    return external.make_engine(external.parse_opponent(f"gomocup[{options}]:{cmd}"), env)
+
+
+def _reaped(engine) -> None:
+    engine.close()
+    procs = engine.brain.spawned
+    assert procs and all(p.returncode is not None for p in procs)
+    for p in procs:  # no zombie: a reaped child is gone from /proc
+        assert not Path(f"/proc/{p.pid}").exists() or \
+            "Z" not in Path(f"/proc/{p.pid}/stat").read_text().split()[2]
+
+
+# =========================================================================== gomokubench
+def _play(moves, rule_env=env, the_step=step):
+    """Plays env actions through the env and gomokubench's engine game; returns both views
+    after every ply: [(env over, env winner player or -1, bench over, bench winner)]."""
+    state = rule_env.init(jax.random.PRNGKey(0))
+    game = external.gomokubench(env, "easy").new_game()
+    out = []
+    for a in moves:
+        state = the_step(state, a)
+        game.push(a)
+        winner = int(np.argmax(state.rewards)) if float(np.max(state.rewards)) > 0 else -1
+        win, colour = game.state.check_five_in_a_row()
+        out.append((bool(state.terminated), winner, game.is_over(),
+                    {gp.BLACK: 0, gp.WHITE: 1}.get(colour, -1) if win else -1))
+    return out
+
+
+def _with_fillers(black, white_far):
+    """Black stones `black` (env actions) interleaved with white's `white_far`, black's
+    last stone last."""
+    white = white_far[:len(black) - 1]
+    return [a for pair in zip(black, white, strict=False) for a in pair] + black[len(white):]
+
+
+def test_gomokubench_coordinates_and_first_player():
+    game = external.gomokubench(env, "easy").new_game()
+    game.push(env.parse_action("B9"))  # column B, top row: x=1, y=0 = action 1
+    assert env.parse_action("B9") == 1 and game.state.values[0, 1] == gp.BLACK
+    game.push(env.parse_action("A8"))  # x=0, y=1
+    assert game.state.values[1, 0] == gp.WHITE  # black moved first, then white
+    with pytest.raises(ValueError, match="occupied"):
+        game.push(1)
+
+
+def test_gomokubench_win_detection_matches_the_env():
+    """Hand-made lines (edges, both diagonals, an overline, a four) and random games: the
+    package's win check agrees with freestyle Gomoku, and calls an overline a win where
+    standard Gomoku does not."""
+    a = lambda r, c: r * N + c  # noqa: E731
+    far = [a(8, 0), a(8, 2), a(8, 4), a(8, 6), a(8, 8), a(6, 8)]
+    lines = {
+        "edge row": [a(0, c) for c in range(5)],
+        "edge column": [a(r, 8) for r in range(4, 9)][::-1][:5],
+        "diagonal": [a(i, i) for i in range(5)],
+        "anti-diagonal": [a(i, 8 - i) for i in range(2, 7)],
+    }
+    for name, black in lines.items():
+        views = _play(_with_fillers(black, far))
+        assert views[-1] == (True, 0, True, 0), name
+        assert all(v == (False, -1, False, -1) for v in views[:-1]), name
+    four = [a(4, c) for c in range(4)]
+    assert _play(_with_fillers(four, far))[-1] == (False, -1, False, -1)
+    # Overline: five split by a hole, then the hole: six in a row.
+    six = [a(2, 0), a(2, 1), a(2, 3), a(2, 4), a(2, 5), a(2, 2)]
+    moves = _with_fillers(six, far)
+    assert _play(moves)[-1] == (True, 0, True, 0)  # freestyle and gomokubench: a win
+    std = _play(moves, standard, step_std)[-1]
+    assert std[0] is False and std[2] is True  # standard: no win; the package: a win
+    # Random games (uniform moves on 7x7 so that some fill the board: draws too).
+    small = envs.make("gomoku", size=7)
+    small_step = jax.jit(small.step)
+    rng = np.random.default_rng(0)
+    ends = set()
+    for _ in range(4):
+        state = small.init(jax.random.PRNGKey(0))
+        game = external.gomokubench(small, "easy").new_game()
+        while not bool(state.terminated):
+            act = int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask))))
+            state, _ = small_step(state, act), game.push(act)
+            assert game.is_over() == bool(state.terminated)
+        win, colour = game.state.check_five_in_a_row()
+        env_winner = int(np.argmax(state.rewards)) if float(np.max(state.rewards)) else -1
+        assert env_winner == ({gp.BLACK: 0, gp.WHITE: 1}[colour] if win else -1)
+        ends.add(env_winner)
+    assert len(ends) >= 2  # both colours won some (or drew)
+
+
+def test_gomokubench_match_and_rule_errors():
+    engine = external.make_engine(external.parse_opponent("gomokubench:easy"), env)
+    res = runner.play(factory.onestep(), engine, jax.random.PRNGKey(1))
+    assert res.total.games == 2 and res.unfinished == 0 and res.mean_plies >= 9
+    assert res.opponent == "gomokubench:easy" and not res.notes
+    with pytest.raises(ValueError, match="freestyle gomoku only"):
+        external.make_engine(external.parse_opponent("gomokubench:hard"), standard)
+    with pytest.raises(ValueError, match="unknown level 'expert'; accepted: easy"):
+        external.parse_opponent("gomokubench:expert")
+    with pytest.raises(ValueError, match="plays gomoku only, not connect4"):
+        external.check_opponents("random,gomokubench:easy", "connect4")
+
+
+# =========================================================================== gomocup
+def test_gomocup_names_options_and_config_errors():
+    cmd = "my brain --weights a\\,b.bin"
+    opps = external.parse_opponents(f"random,gomocup[250ms;grace=1s]:{cmd},gomokubench:Hard")
+    assert [type(o).__name__ for o in opps] == ["Opponent", "ExternalOpponent",
+                                                "ExternalOpponent"]
+    spec = opps[1].arg
+    assert spec.command == ("my", "brain", "--weights", "a,b.bin")
+    assert (spec.turn_ms, spec.grace_ms, spec.answer_s) == (250, 1000, 1.25)
+    assert opps[1].name == "gomocup[250ms;grace=1000ms]:my brain --weights a,b.bin"
+    assert opps[2].name == "gomokubench:hard"
+    assert external.parse_opponent("gomocup:x").arg.answer_s == 2.0  # 1 s + 1 s grace
+    assert external.parse_opponent("gomocup[1.5s]:x").arg.turn_ms == 1500
+    for bad, msg in [("gomocup[fast]:x", "cannot read the time per move 'fast'"),
+                     ("gomocup[1s;depth=3]:x", "unknown gomocup option 'depth=3'"),
+                     ("gomocup[1s]:", "needs a command"),
+                     ("gomocup:'unclosed", "cannot split"),
+                     ("gomokubench[1s]:easy", "takes no \\[options\\]")]:
+        with pytest.raises(ValueError, match=msg):
+            external.parse_opponents(bad)
+    with pytest.raises(ValueError, match="no program 'no-such-brain-xyz' on the PATH"):
+        external.check_opponents("gomocup:no-such-brain-xyz --fast", "gomoku")
+    with pytest.raises(ValueError, match="plays gomoku only, not baghchal"):
+        external.check_opponents(f"gomocup:{sys.executable}", "baghchal")
+    assert external.gomocup_rule(env) == 0 and external.gomocup_rule(standard) == 1
+
+
+def test_a_brain_that_refuses_the_board_is_a_config_error(monkeypatch):
+    made = []
+    monkeypatch.setattr(external, "GomocupBrain", lambda *a: made.append(
+        external_brain(*a)) or made[-1])
+    with pytest.raises(ValueError, match="cannot play 9x9 gomoku: error: answered 'ERROR "
+                                         "unsupported size 9'"):
+        _brain("refuse")
+    assert made[0].proc is None and all(p.returncode is not None for p in made[0].spawned)
+
+
+external_brain = external.GomocupBrain
+
+
+@pytest.mark.parametrize("mode,kind", [("crash", "crash"), ("hang", "timeout"),
+                                       ("garbage", "garbage"), ("illegal", "illegal"),
+                                       ("offboard", "illegal"), ("error", "error")])
+def test_a_faulty_brain_forfeits_and_is_reported(mode, kind):
+    engine = _brain(mode)
+    warnings = []
+    res = runner.play(factory.random(), engine, jax.random.PRNGKey(2), warn=warnings.append)
+    assert res.total.games == 2 and res.total.wins == 2  # both games lost by the brain
+    assert res.notes.startswith(f"forfeits: 2 {kind}")
+    assert warnings[-1].startswith(f"warning: {engine.name}: forfeits: 2 {kind}")
+    assert sum(f": {kind}: " in w for w in warnings) == 2  # one line per forfeited game
+    assert len(engine.brain.spawned) == (2 if kind in ("crash", "timeout") else 1)
+    _reaped(engine)
+
+
+def test_a_chatty_brain_plays_whole_games():
+    """MESSAGE lines are logged, DEBUG dropped, an UNKNOWN to a command it does not know
+    (sent unasked) is logged and not taken for a move; every path (BEGIN, BOARD, TURN,
+    RESTART) is used."""
+    engine = _brain("ok")
+    logged = []
+    engine.brain.log = logged.append
+    res = runner.play(factory.random(), engine, jax.random.PRNGKey(3), warn=logged.append)
+    assert res.total.games == 2 and res.unfinished == 0 and not res.notes
+    assert res.mean_plies >= 9
+    assert any("MESSAGE thinking hard" in m for m in logged)
+    infos = [m.split("MESSAGE got INFO ")[1] for m in logged if "got INFO" in m]
+    assert infos == ["timeout_turn 200", "timeout_match 0", "max_memory 0", "game_type 1",
+                     "rule 0"]  # freestyle
+    assert not any("DEBUG" in m for m in logged)
+    brain = engine.brain
+    brain._send(["YXSHOWINFO"])  # answered UNKNOWN: an unasked line, logged
+    time.sleep(0.5)  # (an answer still on its way would be read as RESTART's)
+    assert brain.move([]) == 0  # RESTART + BEGIN: the first empty point
+    assert brain.move([0, 40]) == 1  # TURN 4,4: the brain's own game goes on
+    assert brain.move([5, 6, 7]) == 0  # BOARD: another position
+    assert any("unasked line 'UNKNOWN YXSHOWINFO'" in m for m in logged)
+    _reaped(engine)
+    cmd = shlex.join([sys.executable, FAULTY, "ok"])
+    engine = external.make_engine(external.parse_opponent(f"gomocup:{cmd}"), standard)
+    engine.brain.log = logged.append
+    assert engine.brain.move([]) == 0  # the INFO lines come before the first request
+    assert logged[-2:] == [f"{engine.name}: MESSAGE got INFO rule 1",  # exactly five
+                           f"{engine.name}: MESSAGE thinking hard"]
+    _reaped(engine)
+
+
+@pytest.mark.slow  # the brain's start-up (import, restore, compile): ~40 s on a loaded CPU
+def test_our_own_brain_as_a_gomocup_opponent():
+    """az_jax.gomocup with the shipped gomoku_9x9 (8 simulations a move) in a subprocess:
+    a 2-game match that random loses, then a position where the brain completes its four
+    (the coordinates must be x = column, y = row for it to find the win)."""
+    cmd = shlex.join([sys.executable, "-m", "az_jax.gomocup", "--model", "gomoku_9x9",
+                      "--sims", "8"])
+    opp = external.parse_opponent(f"gomocup[2s;start=120s]:{cmd}")
+    engine = external.make_engine(opp, env)
+    try:
+        res = runner.play(factory.random(), engine, jax.random.PRNGKey(4))
+        assert isinstance(res, arena.MatchResult) and res.total.games == 2
+        assert res.total.losses == 2 and not res.notes, res
+        # The brain (to move, black) has x=2..5 on row y=6; 1,6 is white: 6,6 wins.
+        a = lambda x, y: y * N + x  # noqa: E731
+        black = [a(2, 6), a(3, 6), a(4, 6), a(5, 6)]
+        white = [a(1, 6), a(0, 0), a(8, 0), a(0, 8)]
+        moves = [m for pair in zip(black, white, strict=True) for m in pair]
+        assert engine.brain.move(moves) == a(6, 6)
+    finally:
+        _reaped(engine)
+
+
+def test_training_config_check_and_the_result_table():
+    from az_jax import evaluate, trainer
+    from configs import gomoku_9x9
+
+    config = gomoku_9x9.get_config()
+    config.eval.opponents = "random,gomocup[1s]:no-such-brain-xyz,gomokubench:easy"
+    with pytest.raises(ValueError, match="eval.opponents: opponent 'gomocup\\[1000ms\\]:"
+                                         "no-such-brain-xyz': no program 'no-such-brain-xyz'"):
+        trainer.validate_config(config, 1)
+    config.eval.opponents = f"random,gomocup[1s]:{sys.executable} -c pass,gomokubench:easy"
+    trainer.validate_config(config, 1)  # starts nothing
+    res = arena.MatchResult("me", "gomocup[1000ms]:x", arena.WDL(1, 0, 0), arena.WDL(1, 0, 0),
+                            notes="forfeits: 2 timeout")
+    assert evaluate.format_results([res]).splitlines()[-1].endswith("(forfeits: 2 timeout)")
+    assert (res + res).notes == "forfeits: 2 timeout; forfeits: 2 timeout"
+
+
+@pytest.mark.slow  # restores and compiles the shipped 9x9 model (~20-40 s on a loaded CPU)
+def test_evaluate_cli_reports_forfeits(capsys):
+    from az_jax import evaluate
+
+    brain = shlex.join([sys.executable, FAULTY, "garbage"])
+    code = evaluate.main(["--model", "gomoku_9x9", "--sims", "2", "--games", "2", "--quiet",
+                          "--against", f"gomokubench:easy,gomocup[200ms;grace=300ms]:{brain}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("gomo")}
+    assert set(rows) == {"gomokubench:easy", "gomocup[200ms;grace=300ms]:" + sys.executable}
+    bad = rows["gomocup[200ms;grace=300ms]:" + sys.executable]
+    assert "2-0-0" in bad and bad.endswith("(forfeits: 2 garbage)")
+    assert "warning: gomocup[200ms;grace=300ms]:" in err and "forfeits: 2 garbage" in err
