@@ -110,7 +110,7 @@ class Thought:
         """The k moves with the highest search policy (`weights`), best first (ties: the
         chosen move, then the lower action); only visited moves, and the chosen one first
         when its weight ties."""
-        weights = self._weights()
+        weights = self.policy()
         actions = np.arange(len(self.visits))
         order = np.lexsort((actions, actions != self.action, -self.visits, -weights))
         out = []
@@ -125,7 +125,8 @@ class Thought:
                                  float(weights[a]), None if np.isnan(q) else q))
         return out
 
-    def _weights(self) -> np.ndarray:
+    def policy(self) -> np.ndarray:
+        """float64[A]: `weights`, or the visit share when the search gave none."""
         if self.weights is not None:
             return np.asarray(self.weights, np.float64)
         return self.visits / max(int(self.visits.sum()), 1)
