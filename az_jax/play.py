@@ -4,7 +4,6 @@
     python -m az_jax.play --model gomoku_15x15 --human-color white --sims 400
     python -m az_jax.play --workdir runs/connect4 --ai-vs-ai  # a run of train.py
 
-Shipped models (--model): baghchal, connect4, gomoku_15x15, gomoku_9x9, tictactoe.
 Type moves in the game's notation (E5 for Gomoku, 4 for Connect4, B2 or 5 for tic-tac-toe;
 Bagh-Chal: C3 places a goat, A1-B2 moves a piece, A1-C3 or A1xC3 is a tiger's capture).
 The board is printed after every move with the last move marked and named. After each AI
