@@ -131,10 +131,11 @@ def _scripted(game_ref: list, log: list[str]):
 @pytest.mark.parametrize("env_id, kwargs, human", [
     ("connect4", {}, 0),
     ("gomoku", {"size": 7}, 1),
-    ("baghchal", {}, 0),
+    ("baghchal", {}, 1),
 ])
 def test_every_game_plays_to_the_end(tmp_path, env_id, kwargs, human):
-    """The human side types moves in the game's notation (Bagh-Chal moves like A1-B2)."""
+    """The human side types moves in the game's notation (Bagh-Chal moves like A1-B2); the
+    intro says how this side moves and what the board's marks mean; the end says why."""
     run = make_run(tmp_path / env_id, env_id, **kwargs)
     agent = agent_lib.Agent.load(workdir=run, num_simulations=2)
     log: list[str] = []
@@ -146,7 +147,15 @@ def test_every_game_plays_to_the_end(tmp_path, env_id, kwargs, human):
     assert "not accepted:" in text and "enter " in text  # the bad move was re-prompted
     assert "game over:" in text and text.rstrip().endswith("bye")
     assert agent.is_over(game.state)
-    assert "top moves (share of visits):" in text and "win estimate for" in text
+    assert "candidates, improved policy (estimate):" in text and "estimate for " in text
+    assert f"your moves: {game.env.side_move_help(human)}." in text
+    if env_id == "gomoku":
+        assert "board: X black, O white; the last stone is in parentheses." in text
+    if env_id == "baghchal":  # the human plays tigers: no goat instructions
+        assert "place a goat" not in text.split("Type help")[0]
+        assert "(T)" in text or "(G)" in text  # the last move marked on the board
+    assert re.search(r"game over: .*\((.+ in a row: |the board is full|repetition|move limit"
+                     r"|the tigers|the goats)", text)
 
 
 def test_ai_vs_ai_to_the_end(ttt_run, capsys):
@@ -230,7 +239,9 @@ def test_tictactoe_game_in_tmux(ttt_run):
         assert "enter a cell: column letter and row number" in screen  # what is accepted
         screen = typed("B2")
         assert re.search(r"O \(AI\) plays [A-C][1-3] ", screen)
-        assert "win estimate for O:" in screen and "top moves (share of visits):" in screen
+        assert re.search(r"estimate for O after [A-C][1-3]: \d+% +\(Q [+-]\d\.\d\d; root value",
+                         screen)
+        assert "candidates, improved policy (estimate):" in screen
         assert "last move: O" in screen
         screen = typed("undo")
         assert "took back: B2, " in screen
