@@ -98,7 +98,9 @@ class TerminalGame:
         if self.actions:
             last = geometry.move_cells(self.env, self.states[-2], self.actions[-1]) \
                 if self.env.id == "baghchal" else None
-        self.write(render(self.env, self.state, last))
+        line = geometry.winning_line(self.env, self.state) \
+            if self.agent.is_over(self.state) else ()
+        self.write(render(self.env, self.state, last, line))
         if self.actions:
             mover = int(self.states[-2].current_player)
             move = self.env.action_to_str(self.actions[-1])
@@ -251,21 +253,37 @@ def _score(value: float) -> str:
     return f"{min(max((value + 1.0) / 2.0, 0.0), 1.0):.0%}"
 
 
-def render(env, state, last: tuple[int, int] | None = None) -> str:
-    """`env.render(state)`; for Bagh-Chal, whose state does not keep the last move, with
-    `last` = (from, to) cells marked: the landing point in parentheses, the point it came
-    from in brackets."""
+# Where `env.render` draws cell (row, col): (line, column of the mark), for the games whose
+# boards the terminal marks; the characters either side of the mark are free.
+_MARK_AT = {
+    "baghchal": lambda r, c, n: (2 * r, 3 + 4 * c),  # points joined by "---"
+    "gomoku": lambda r, c, n: (r, 4 + 3 * c),  # "15 " then 3 characters per point
+    "connect4": lambda r, c, n: (r, 1 + 3 * c),  # 3 characters per cell
+}
+
+
+def render(env, state, last: tuple[int, int] | None = None, line=()) -> str:
+    """`env.render(state)`, with marks the env's own drawing lacks: for Bagh-Chal, whose
+    state does not keep the last move, `last` = (from, to) cells, the landing point in
+    parentheses and the point it came from in brackets; for Gomoku and Connect4 the cells of
+    a winning `line` in brackets (cells are row * cols + col, as `web.geometry`)."""
     text = env.render(state)
-    if env.id != "baghchal" or last is None:
+    at = _MARK_AT.get(env.id)
+    marks = []
+    if env.id == "baghchal" and last is not None:
+        marks = [(cell, pair) for cell, pair in zip(last, ("[]", "()"), strict=True) if cell >= 0]
+    elif at is not None:
+        marks = [(cell, "[]") for cell in line]
+    if not marks:
         return text
+    cols = {"baghchal": 5, "connect4": 7}.get(env.id) or env.size
     lines = text.split("\n")
-    for cell, (left, right) in zip(last, ("[]", "()"), strict=True):
-        if cell < 0:
-            continue
-        r, c = divmod(cell, 5)
-        row = list(lines[2 * r].ljust(3 + 4 * c + 2))
-        row[3 + 4 * c - 1], row[3 + 4 * c + 1] = left, right  # points are 4 columns apart
-        lines[2 * r] = "".join(row).rstrip()
+    for cell, (left, right) in marks:
+        r, c = divmod(int(cell), cols)
+        i, j = at(r, c, cols)
+        row = list(lines[i].ljust(j + 2))
+        row[j - 1], row[j + 1] = left, right
+        lines[i] = "".join(row).rstrip()
     return "\n".join(lines)
 
 

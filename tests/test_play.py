@@ -394,3 +394,24 @@ def test_side_help_and_legends():
     assert bagh.parse_action("A1xC3") == bagh.parse_action("A1-C3")  # the documented forms
     assert "X black, O white" in gomoku.legend
     assert gomoku.side_move_help(1) == gomoku.move_help  # sides that move alike
+
+
+def test_winning_stones_are_marked_on_the_terminal_board():
+    import types
+
+    import numpy as np
+
+    c4 = envs.make("connect4")
+    board = np.full((6, 7), -1, np.int8)
+    board[5, :4] = 0  # X: the bottom row, columns 1-4
+    board[4, :3] = 1
+    state = types.SimpleNamespace(game=types.SimpleNamespace(board=board, last=5 * 7 + 3))
+    lines = play.render(c4, state, line=[35, 36, 37, 38]).splitlines()
+    assert lines[-2] == "[X][X][X][X] .  .  ." and lines[-3] == " O  O  O  .  .  .  ."
+    g5 = envs.make("gomoku", size=5)
+    board = np.full(25, -1, np.int8)
+    board[[0, 6, 12, 18, 24]] = 0
+    state = types.SimpleNamespace(game=types.SimpleNamespace(board=board, last=24))
+    lines = play.render(g5, state, line=[0, 6, 12, 18, 24]).splitlines()
+    assert lines[0] == " 5 [X] .  .  .  ." and lines[4] == " 1  .  .  .  . [X]"
+    assert play.render(g5, state) == g5.render(state)  # no line, no marks

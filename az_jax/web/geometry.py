@@ -1,4 +1,6 @@
-"""What the browser needs to draw a game: its geometry (once) and each position (as JSON).
+"""What the front ends need to draw a game: its geometry (once), each position (as JSON),
+and how a finished game ended (`outcome`: the reason and the winning line, also used by the
+terminal).
 
 The page is generic: it draws a board of `rows` x `cols` points or cells of a `kind`, and
 maps every action to a (from, to) pair of cell indices (row * cols + col, row 0 at the top):
