@@ -107,9 +107,8 @@ class Thought:
         return float(np.clip((self.value + 1.0) / 2.0, 0.0, 1.0))
 
     def top(self, k: int = 5) -> list[Candidate]:
-        """The k moves with the highest search policy (`weights`), best first (ties: the
-        chosen move, then the lower action); only visited moves, and the chosen one first
-        when its weight ties."""
+        """The k visited moves with the highest search policy (`weights`), best first (ties:
+        the chosen move, then the more visited, then the lower action)."""
         weights = self.policy()
         actions = np.arange(len(self.visits))
         order = np.lexsort((actions, actions != self.action, -self.visits, -weights))

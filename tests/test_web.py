@@ -525,6 +525,8 @@ def test_bagh_chal_moves_per_tiger_in_chromium(tmp_path_factory, tmp_path):
             page.wait_for_function(f"{IDLE} && az.state.human === 1 && "
                                    "az.state.moves.length === 1", timeout=60_000)
             assert page.locator("#board .last").count() == 1  # the goat just placed
+            assert "A1xC3" in page.inner_text("#help")  # how tigers move, not goats
+            assert "place a goat" not in page.inner_text("#help")
             page.click("#hint")
             page.wait_for_function(f"{IDLE} && az.state.hint !== null", timeout=60_000)
             hint = page.evaluate("az.state.hint")

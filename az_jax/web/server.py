@@ -100,6 +100,7 @@ class Games:
             "model": {"iteration": agent.restored.iteration, "path": agent.restored.path},
             "sides": list(self._side_names),
             "move_help": self.env.move_help,
+            "side_move_help": [self.env.side_move_help(p) for p in (0, 1)],
             "sims": {"default": self.sims, "max": self.max_sims,
                      "choices": sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
                                        | {self.sims})},

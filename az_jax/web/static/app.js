@@ -426,6 +426,8 @@ function renderPanel() {
     moves.appendChild(li);
   }
   moves.scrollTop = moves.scrollHeight;
+  $("help").textContent = `Your moves: ${az.info.side_move_help[s.human]}. Click on the ` +
+    "board to play.";
   const ex = s.extra || {};
   $("extra").textContent = "goats_in_hand" in ex
     ? `goats in hand: ${ex.goats_in_hand} · captured: ${ex.captured}/5` : "";
@@ -496,7 +498,6 @@ async function init() {
   const info = az.info;
   $("game-name").textContent = info.env.name;
   $("model-info").textContent = `model iteration ${info.model.iteration}`;
-  $("help").textContent = `Moves: ${info.move_help}. Click on the board to play.`;
   const side = $("side");
   const colors = info.geometry.kind === "connect4" ? ["red, ", "yellow, "] : ["", ""];
   info.sides.forEach((name, i) => {
