@@ -108,17 +108,18 @@ class Thought:
 
     def top(self, k: int = 5) -> list[Candidate]:
         """The k visited moves with the highest search policy (`weights`), best first (ties:
-        the chosen move, then the more visited, then the lower action)."""
+        the chosen move, then the more visited, then the lower action). The chosen move is
+        always among them: Gumbel search picks it by sequential halving, so it need not be
+        the top of the improved policy."""
         weights = self.policy()
         actions = np.arange(len(self.visits))
         order = np.lexsort((actions, actions != self.action, -self.visits, -weights))
+        order = [a for a in order if self.visits[a] > 0][:k]
+        if k > 0 and self.action not in order:
+            order[-1:] = [self.action]
         out = []
         for a in order:
-            if len(out) == k:
-                break
             n = int(self.visits[a])
-            if n == 0:
-                continue
             q = float(self.q[a])
             out.append(Candidate(int(a), self.env.action_to_str(int(a)), n,
                                  float(weights[a]), None if np.isnan(q) else q))

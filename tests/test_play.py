@@ -337,7 +337,7 @@ def test_the_estimate_is_the_chosen_childs_q(agents, which):
         assert thought.weight_label == "visit share"
         np.testing.assert_allclose(thought.weights, visits / visits.sum(), atol=1e-6)
     top = thought.top(3)
-    assert top[0].action == int(np.argmax(thought.weights))
+    assert top[0].action == int(np.argmax(thought.weights)) == thought.action
     assert [c.weight for c in top] == sorted((c.weight for c in top), reverse=True)
     for c in top:
         assert c.weight == pytest.approx(float(thought.weights[c.action]))
@@ -415,3 +415,17 @@ def test_winning_stones_are_marked_on_the_terminal_board():
     lines = play.render(g5, state, line=[0, 6, 12, 18, 24]).splitlines()
     assert lines[0] == " 5 [X] .  .  .  ." and lines[4] == " 1  .  .  .  . [X]"
     assert play.render(g5, state) == g5.render(state)  # no line, no marks
+
+
+def test_top_always_holds_the_chosen_move():
+    """Gumbel's choice (sequential halving) need not top the improved policy: it is listed."""
+    import numpy as np
+
+    env = envs.make("tictactoe")
+    visits = np.array([4, 4, 1, 1, 0, 0, 0, 0, 2])
+    q = np.where(visits > 0, 0.1, np.nan).astype(np.float32)
+    weights = np.array([0.3, 0.3, 0.2, 0.15, 0, 0, 0, 0, 0.05], np.float32)
+    t = agent_lib.Thought(8, "C1", 0.2, visits, q, 12, 0.0, env, weights=weights)
+    assert [c.action for c in t.top(3)] == [0, 1, 8]
+    assert [c.action for c in t.top(5)] == [0, 1, 2, 3, 8]
+    assert t.top(1)[0].action == 8

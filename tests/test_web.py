@@ -533,7 +533,7 @@ def test_bagh_chal_moves_per_tiger_in_chromium(tmp_path_factory, tmp_path):
             geo = srv.games.info()["geometry"]
             totals = {}
             for a, w in enumerate(hint["weights"]):
-                if w >= 0.005:
+                if w >= 0.005 or a == hint["action"]:  # the chosen move is always drawn
                     totals[geo["action_from"][a]] = totals.get(geo["action_from"][a], 0) + w
             badges = page.evaluate("[...document.querySelectorAll('#board .heat-badge')]"
                                    ".map(b => [+b.dataset.from, +b.textContent])")
@@ -547,7 +547,7 @@ def test_bagh_chal_moves_per_tiger_in_chromium(tmp_path_factory, tmp_path):
             heat = page.evaluate("[...document.querySelectorAll('#board .heat')]"
                                  ".map(h => [+h.dataset.from, +h.dataset.cell, h.dataset.weight])")
             shown = {(tiger, geo["action_to"][a]): f"{hint['weights'][a]:.4f}" for a in legal
-                     if hint["weights"][a] >= 0.005}
+                     if hint["weights"][a] >= 0.005 or a == hint["action"]}
             assert shown and {(f, c): w for f, c, w in heat} == shown  # its moves only
             assert set(shown) <= {(tiger, c) for c in targets}  # each with its dot
             page.screenshot(path=str(tmp_path / "baghchal.png"))

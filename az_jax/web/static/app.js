@@ -159,7 +159,7 @@ function drawHeat(svg, L) {
   // One drawn place per action: the column (Connect4) or the point / cell.
   weights.forEach((w, action) => {
     const place = g.kind === "connect4" ? action : g.action_to[action];
-    if (!(w >= 0.005) || place < 0) return;
+    if (!(w >= 0.005 || action === a.action) || place < 0) return;
     const alpha = heatAlpha(w, max);
     // Outlined: the move the search chose.
     const attrs = { fill: `rgba(255, 70, 0, ${alpha})`, class: "heat",
@@ -193,9 +193,9 @@ function drawBaghchalHeat(svg, L, a, max) {
   const perPiece = new Map();
   const moves = [];
   a.weights.forEach((w, action) => {
-    if (!(w >= 0.005) || g.action_to[action] < 0) return;
-    const from = g.action_from[action], to = g.action_to[action];
     const chosen = action === a.action;
+    if (!(w >= 0.005 || chosen) || g.action_to[action] < 0) return;
+    const from = g.action_from[action], to = g.action_to[action];
     if (from < 0) { // a placement
       const [x, y] = center(L, to);
       el("circle", { cx: x, cy: y, r: L.step * 0.3, fill: `rgba(255, 70, 0, ${heatAlpha(w, max)})`,
@@ -219,7 +219,7 @@ function drawBaghchalHeat(svg, L, a, max) {
     }
     return;
   }
-  moves.sort((p, q) => q.w - p.w);
+  moves.sort((p, q) => q.chosen - p.chosen || q.w - p.w); // the chosen move always
   for (const m of moves.slice(0, 6)) {
     if (m.w < 0.02 && !m.chosen) continue;
     const [x0, y0] = center(L, m.from), [x1, y1] = center(L, m.to);
