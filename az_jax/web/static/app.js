@@ -229,6 +229,10 @@ function drawBaghchalHeat(svg, L, a, max) {
       "stroke-linecap": "round", "marker-end": "url(#heat-arrow)", class: "heat",
       "data-weight": m.w.toFixed(4), "data-from": m.from, "data-cell": m.to,
       "pointer-events": "none" }, svg);
+    if (m.chosen) { // the move the search chose: a dark core
+      el("line", { x1: x0, y1: y0, x2: x0 + (x1 - x0) * k, y2: y0 + (y1 - y0) * k,
+        stroke: "#8a1c00", "stroke-width": 3, "pointer-events": "none", class: "chosen" }, svg);
+    }
     const [tx, ty] = [x0 + (x1 - x0) * 0.62, y0 + (y1 - y0) * 0.62];
     el("rect", { x: tx - 15, y: ty - 10, width: 30, height: 18, rx: 5, fill: "#fff8",
       "pointer-events": "none" }, svg);
