@@ -111,6 +111,27 @@ def _unknown_field(argv: list[str]) -> str | None:
     return None
 
 
+def _unreadable_config(path: str, cause: BaseException) -> str:
+    """Why --config `path` cannot be read, and what to give instead (ml_collections' own
+    message names its flag holder, "config_config", not the file)."""
+    folder = os.path.relpath(os.path.join(ROOT, "configs"))
+    if folder.startswith(".."):
+        folder = os.path.join(ROOT, "configs")
+    shipped = ", ".join(sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                               if f.endswith(".py") and not f.startswith("_")))
+    if not os.path.exists(path):
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
+        return (f"cannot read the config file {path}: there is no such file{where}; give "
+                f"--config one of {shipped}")
+    if os.path.isdir(path):
+        return f"cannot read the config file {path}: it is a directory; give --config a " \
+               f"file such as {shipped.split(', ')[0]}"
+    while isinstance(cause.__cause__, OSError):  # the innermost error names the problem
+        cause = cause.__cause__
+    why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+    return f"cannot read the config file {path}: {why}"
+
+
 def _flag_error(e: Exception, argv: list[str]) -> str:
     """One paragraph for an exception raised while defining or parsing the flags."""
     if not isinstance(e, flags.Error):
@@ -119,7 +140,7 @@ def _flag_error(e: Exception, argv: list[str]) -> str:
             return unknown
     text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
     if isinstance(e, OSError) and e.__cause__ is not None:  # the config file is unreadable
-        text = f"cannot read the config file: {e.__cause__}"
+        text = _unreadable_config(_config_path(argv), e.__cause__)
     lines = [line for line in text.splitlines() if line.strip()]
     if any(line.startswith("Traceback (most recent call last)") for line in lines):
         text = f"{lines[0]} {lines[-1]}"  # ml_collections puts a traceback in its message

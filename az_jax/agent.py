@@ -3,7 +3,7 @@
     agent = Agent.load(workdir="runs/c4")               # or checkpoint=..., model=...
     state = agent.new_game()
     thought = agent.think(state, num_simulations=128)
-    thought.action, thought.win_rate, thought.top(3)     # move, P(win) for the mover, candidates
+    thought.action, thought.win_rate, thought.top(3)     # move, its expected score, candidates
     state = agent.play(state, thought.action)
 
 Host side only: states are single (unbatched) games; each search runs as a batch of one
@@ -57,13 +57,22 @@ def wins(side: str) -> str:
     return f"{side} {'win' if side.endswith('s') else 'wins'}"
 
 
+# What stands beside each candidate move, by search policy (`config.search.policy`).
+WEIGHT_LABELS = {"gumbel": "improved policy", "muzero": "visit share"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     action: int
     move: str  # in the env's notation
     visits: int
-    share: float  # visits / all root visits
+    weight: float  # the search's policy for this move (see `Thought.weight_label`)
     value: float | None  # Q for the mover in [-1, 1]; None if never visited
+
+    @property
+    def share(self) -> float:
+        """Alias of `weight` (the visit share under PUCT)."""
+        return self.weight
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +80,12 @@ class Thought:
     """The result of a search from one position, from the point of view of the mover.
 
     `visits` int64[A] are the root visit counts (summed over chunks for `think_for`);
-    `q` float32[A] the root Q values (mover's view, NaN where unvisited); `value` the
-    root value in [-1, 1].
+    `q` float32[A] the root Q values (mover's view, NaN where unvisited); `weights`
+    float32[A] the search's policy at the root (`mctx.PolicyOutput.action_weights`): the
+    improved policy softmax(logits + sigma(completed Q)) under Gumbel search, whose visit
+    counts follow a fixed schedule and say little, or the visit share under PUCT.
+    `value` is the Q of the chosen move (the value of the position after it, for the
+    mover), and `root_value` the search's average over everything it visited.
     """
 
     action: int
@@ -83,27 +96,40 @@ class Thought:
     simulations: int
     seconds: float
     env: Any = dataclasses.field(repr=False, compare=False)
+    weights: np.ndarray | None = None
+    root_value: float = float("nan")
+    weight_label: str = "visit share"
 
     @property
     def win_rate(self) -> float:
-        """The value as an expected score in [0, 1] (a draw counts half)."""
+        """The value (Q of the chosen move) as an expected score in [0, 1] (a draw counts
+        half)."""
         return float(np.clip((self.value + 1.0) / 2.0, 0.0, 1.0))
 
     def top(self, k: int = 5) -> list[Candidate]:
-        """The k most visited moves, most visited first (ties: the chosen move, then the
-        lower action)."""
-        total = max(int(self.visits.sum()), 1)
+        """The k visited moves with the highest search policy (`weights`), best first (ties:
+        the chosen move, then the more visited, then the lower action). The chosen move is
+        always among them: Gumbel search picks it by sequential halving, so it need not be
+        the top of the improved policy."""
+        weights = self.policy()
         actions = np.arange(len(self.visits))
-        order = np.lexsort((actions, actions != self.action, -self.visits))
+        order = np.lexsort((actions, actions != self.action, -self.visits, -weights))
+        order = [a for a in order if self.visits[a] > 0][:k]
+        if k > 0 and self.action not in order:
+            order[-1:] = [self.action]
         out = []
-        for a in order[:k]:
+        for a in order:
             n = int(self.visits[a])
-            if n == 0:
-                break
             q = float(self.q[a])
-            out.append(Candidate(int(a), self.env.action_to_str(int(a)), n, n / total,
-                                 None if np.isnan(q) else q))
+            out.append(Candidate(int(a), self.env.action_to_str(int(a)), n,
+                                 float(weights[a]), None if np.isnan(q) else q))
         return out
+
+    def policy(self) -> np.ndarray:
+        """float64[A]: `weights`, or the visit share when the search gave none."""
+        if self.weights is not None:
+            return np.asarray(self.weights, np.float64)
+        return self.visits / max(int(self.visits.sum()), 1)
 
 
 class Agent:
@@ -185,19 +211,33 @@ class Agent:
         summary = out.search_tree.summary()
         visits = summary.visit_counts[0]
         q = jax.numpy.where(visits > 0, summary.qvalues[0], jax.numpy.nan)
-        return out.action[0], summary.value[0], visits, q
+        return out.action[0], summary.value[0], visits, q, out.action_weights[0]
 
     def _next_key(self):
         self._key, key = jax.random.split(self._key)
         return key
 
     def _run(self, state, sims: int, evaluation: bool):
-        """One search (under the lock). Returns (action, value, visits, q) on the host."""
+        """One search (under the lock). Returns (action, root value, visits, q, weights) on
+        the host."""
         with self._lock:
             out = self._think_jit(self.variables, state, self._next_key(),
                                   num_simulations=int(sims), evaluation=evaluation)
-            action, value, visits, q = jax.device_get(out)
-        return int(action), float(value), np.asarray(visits).astype(np.int64), np.asarray(q)
+            action, value, visits, q, weights = jax.device_get(out)
+        return (int(action), float(value), np.asarray(visits).astype(np.int64), np.asarray(q),
+                np.asarray(weights, np.float32))
+
+    @property
+    def weight_label(self) -> str:
+        """What `Thought.weights` are under this agent's search policy."""
+        return WEIGHT_LABELS.get(str(self.config.search.policy), "search policy")
+
+    def _thought(self, action, root_value, visits, q, weights, sims, t0) -> Thought:
+        chosen = float(q[action])
+        value = root_value if np.isnan(chosen) else chosen  # the chosen move is always visited
+        return Thought(action, self.env.action_to_str(action), value, visits, q, sims,
+                       time.perf_counter() - t0, self.env, weights=weights,
+                       root_value=float(root_value), weight_label=self.weight_label)
 
     def think(self, state, num_simulations: int | None = None) -> Thought:
         """Searches from `state` (not finished) without root noise; the best move and stats.
@@ -208,9 +248,8 @@ class Agent:
         sims = int(num_simulations or self.num_simulations)
         self._check(state, sims)
         t0 = time.perf_counter()
-        action, value, visits, q = self._run(state, sims, evaluation=True)
-        return Thought(action, self.env.action_to_str(action), value, visits, q, sims,
-                       time.perf_counter() - t0, self.env)
+        action, value, visits, q, weights = self._run(state, sims, evaluation=True)
+        return self._thought(action, value, visits, q, weights, sims, t0)
 
     def think_for(self, state, seconds: float, chunk: int | None = None,
                   max_simulations: int | None = None) -> Thought:
@@ -219,32 +258,35 @@ class Agent:
         The first chunk is the plain evaluation search; later chunks search again with root
         noise (fresh keys) and their root visit counts are added up, so the result widens
         with the time given. The move is the most visited one over all chunks (the first
-        chunk's choice on a tie). At least one chunk always runs.
+        chunk's choice on a tie). Q values are visit-weighted means over the chunks, the
+        search policy (`weights`) the mean over chunks, the root value the mean. At least
+        one chunk always runs.
         """
         chunk = int(chunk or self.num_simulations)
         self._check(state, chunk)
         t0 = time.perf_counter()
-        action, value, visits, q = self._run(state, chunk, evaluation=True)
+        action, value, visits, q, weights = self._run(state, chunk, evaluation=True)
         longest = time.perf_counter() - t0
-        values, sims = [value], chunk
+        values, weight_sum, sims = [value], weights.astype(np.float64), chunk
         q_sum = np.where(np.isnan(q), 0.0, q * visits)
         while True:
             now = time.perf_counter() - t0
             if now + longest > seconds or (max_simulations and sims + chunk > max_simulations):
                 break
             t1 = time.perf_counter()
-            _, v, n, qq = self._run(state, chunk, evaluation=False)
+            _, v, n, qq, w = self._run(state, chunk, evaluation=False)
             longest = max(longest, time.perf_counter() - t1)
             values.append(v)
             visits = visits + n
             q_sum = q_sum + np.where(np.isnan(qq), 0.0, qq * n)
+            weight_sum = weight_sum + w
             sims += chunk
         best = int(np.max(visits))
         if visits[action] < best:
             action = int(np.flatnonzero(visits == best)[0])
-        q_mean = np.where(visits > 0, q_sum / np.maximum(visits, 1), np.nan)
-        return Thought(action, self.env.action_to_str(action), float(np.mean(values)), visits,
-                       q_mean.astype(np.float32), sims, time.perf_counter() - t0, self.env)
+        q_mean = np.where(visits > 0, q_sum / np.maximum(visits, 1), np.nan).astype(np.float32)
+        weights = (weight_sum / len(values)).astype(np.float32)
+        return self._thought(action, float(np.mean(values)), visits, q_mean, weights, sims, t0)
 
     def warmup(self, num_simulations: int | None = None, noisy: bool = False) -> float:
         """Compiles step and search (and the noisy search of `think_for` chunks when `noisy`)

@@ -1,6 +1,16 @@
 """Command-line pieces shared by the front ends (no JAX import: `--help` stays fast)."""
 
 import sys
+from pathlib import Path
+
+MODELS = Path(__file__).parent / "models"
+
+
+def shipped_models() -> list[str]:
+    """The names --model accepts: `checkpoint.shipped_models`, without importing JAX."""
+    if not MODELS.is_dir():
+        return []
+    return sorted(p.name for p in MODELS.iterdir() if (p / "checkpoints").is_dir())
 
 
 def add_source_args(parser, workdir_help: str = "a training run's directory (its newest "
@@ -12,7 +22,8 @@ def add_source_args(parser, workdir_help: str = "a training run's directory (its
     src.add_argument("--checkpoint", metavar="PATH",
                      help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
     src.add_argument("--model", metavar="NAME",
-                     help="a model shipped with the package (see az_jax/models/)")
+                     help="a model shipped with the package: " + (", ".join(shipped_models())
+                                                                  or "none in az_jax/models/"))
 
 
 def load_agent(args, num_simulations: int | None, then=None):

@@ -1,7 +1,7 @@
 """A Gomocup brain: a trained Gomoku model speaking the piskvork protocol on stdin/stdout.
 
-    python -m az_jax.gomocup --workdir runs/gomoku15
-    python -m az_jax.gomocup --model gomoku15 --chunk 64
+    python -m az_jax.gomocup --model gomoku_15x15
+    python -m az_jax.gomocup --workdir runs/gomoku --chunk 64   # a run of train.py
 
 Commands (one per line; answers are flushed at once):
   START n            OK, or ERROR when n is not the model's board size (e.g. 15)

@@ -1,12 +1,16 @@
 """Play a trained model in the terminal.
 
-    python -m az_jax.play --workdir runs/c4                 # you move first
-    python -m az_jax.play --model gomoku15 --human-color white --sims 400
-    python -m az_jax.play --checkpoint runs/ttt/checkpoints/40 --ai-vs-ai
+    python -m az_jax.play --model connect4                  # you move first
+    python -m az_jax.play --model gomoku_15x15 --human-color white --sims 400
+    python -m az_jax.play --workdir runs/connect4 --ai-vs-ai  # a run of train.py
 
-Type moves in the game's notation (E5 for Gomoku, 4 for Connect4, B2 or 5 for tic-tac-toe,
-C3 / A1-B2 for Bagh-Chal). The board is printed after every move with the last move
-named; after each AI move you see its win estimate and the moves its search liked best.
+Type moves in the game's notation (E5 for Gomoku, 4 for Connect4, B2 or 5 for tic-tac-toe;
+Bagh-Chal: C3 places a goat, A1-B2 moves a piece, A1-C3 or A1xC3 is a tiger's capture).
+The board is printed after every move with the last move marked and named. After each AI
+move you see its estimate of the position after that move (the search's Q of the move
+played, as an expected score: a draw counts half), and its candidate moves with the
+search's policy for each (Gumbel search: the improved policy; PUCT: the visit share) and
+their own estimates. At the end: the result, why, and the winning line.
 """
 
 from __future__ import annotations
@@ -70,7 +74,6 @@ class TerminalGame:
         self.read = read or _read_line
         self.write = write
         self.sides = self.env.side_names
-        self.move_help = self.env.move_help
         self.new_game()
 
     def new_game(self) -> None:
@@ -82,9 +85,22 @@ class TerminalGame:
         return self.states[-1]
 
     # ------------------------------------------------------------------ output
+    def move_help(self, player: int | None = None) -> str:
+        """How the side to move (or `player`) types a move."""
+        player = int(self.state.current_player) if player is None else player
+        return self.env.side_move_help(player)
+
     def show(self) -> None:
+        from az_jax.web import geometry
+
         self.write("")
-        self.write(self.env.render(self.state))
+        last = None
+        if self.actions:
+            last = geometry.move_cells(self.env, self.states[-2], self.actions[-1]) \
+                if self.env.id == "baghchal" else None
+        line = geometry.winning_line(self.env, self.state) \
+            if self.agent.is_over(self.state) else ()
+        self.write(render(self.env, self.state, last, line))
         if self.actions:
             mover = int(self.states[-2].current_player)
             move = self.env.action_to_str(self.actions[-1])
@@ -97,26 +113,31 @@ class TerminalGame:
         return " (you)" if player == self.human else " (AI)"
 
     def describe(self, thought, player: int, verb: str) -> None:
-        cands = "  ".join(f"{c.move} {c.share:.0%}" for c in thought.top(self.top))
-        self.write(f"{self.sides[player]}{self._who(player)} {verb} {thought.move}   "
+        cands = "  ".join(
+            f"{c.move} {c.weight:.0%}" + ("" if c.value is None else f" ({_score(c.value)})")
+            for c in thought.top(self.top))
+        side = self.sides[player]
+        self.write(f"{side}{self._who(player)} {verb} {thought.move}   "
                    f"[{thought.simulations} simulations, {thought.seconds:.1f}s]")
-        self.write(f"  win estimate for {self.sides[player]}: {thought.win_rate:.0%}   "
-                   f"(value {thought.value:+.2f})")
-        self.write(f"  top moves (share of visits): {cands}")
+        self.write(f"  estimate for {side} after {thought.move}: {_score(thought.value)}   "
+                   f"(Q {thought.value:+.2f}; root value {thought.root_value:+.2f})")
+        self.write(f"  candidates, {thought.weight_label} (estimate): {cands}")
 
     def result_text(self) -> str:
         from az_jax import agent as agent_lib
+        from az_jax.web import geometry
 
-        winner = self.agent.winner(self.state)
-        truncated = bool(self.state.truncated)
+        end = geometry.outcome(self.env, self.state)
+        winner = end["winner"]
+        why = f" ({end['reason']})" if end["reason"] else ""
         if winner is None:
-            return "game over: a draw" + (" (move limit reached)." if truncated else ".")
+            return f"game over: a draw{why}."
         name = self.sides[winner]
         if self.human is None:
-            return f"game over: {agent_lib.wins(name)}."
+            return f"game over: {agent_lib.wins(name)}{why}."
         if winner == self.human:
-            return f"game over: you win ({name})! Well played."
-        return f"game over: the AI wins ({name})."
+            return f"game over: you win ({name}){why}! Well played."
+        return f"game over: the AI wins ({name}){why}."
 
     # ------------------------------------------------------------------ actions
     def ai_move(self) -> None:
@@ -155,7 +176,7 @@ class TerminalGame:
         if cmd in ("quit", "exit", "q"):
             return "quit"
         if cmd in ("help", "?", "h"):
-            self.write(f"moves: {self.move_help}\n{_COMMANDS}")
+            self.write(f"moves: {self.move_help()}\n{_COMMANDS}")
         elif cmd == "undo":
             self.write(self.undo())
             self.show()
@@ -179,7 +200,7 @@ class TerminalGame:
                 action = self.env.parse_action(text, self.state)
             except ValueError as e:
                 self.write(f"not accepted: {e}")
-                self.write(f"  enter {self.move_help}, or help")
+                self.write(f"  enter {self.move_help()}, or help")
                 return None
             self.push(action)
             self.show()
@@ -191,7 +212,10 @@ class TerminalGame:
             return self._watch()
         self.write(f"you play {self.sides[self.human]}; the AI plays "
                    f"{self.sides[1 - self.human]} with {self.sims} simulations per move.")
-        self.write(f"enter {self.move_help}. Type help for the commands.")
+        self.write(f"your moves: {self.move_help(self.human)}.")
+        if self.env.legend:
+            self.write(f"board: {self.env.legend}.")
+        self.write("Type help for the commands.")
         self.show()
         announced = None  # the finished state whose result was printed
         while True:
@@ -212,6 +236,8 @@ class TerminalGame:
 
     def _watch(self) -> int:
         self.write(f"AI vs AI, {self.sims} simulations per move.")
+        if self.env.legend:
+            self.write(f"board: {self.env.legend}.")
         self.show()
         while not self.agent.is_over(self.state):
             if self.delay:
@@ -220,6 +246,45 @@ class TerminalGame:
             self.show()
         self.write(self.result_text())
         return 0
+
+
+def _score(value: float) -> str:
+    """A value in [-1, 1] as an expected score (a draw counts half): '63%'."""
+    return f"{min(max((value + 1.0) / 2.0, 0.0), 1.0):.0%}"
+
+
+# Where `env.render` draws cell (row, col): (line, column of the mark), for the games whose
+# boards the terminal marks; the characters either side of the mark are free.
+_MARK_AT = {
+    "baghchal": lambda r, c, n: (2 * r, 3 + 4 * c),  # points joined by "---"
+    "gomoku": lambda r, c, n: (r, 4 + 3 * c),  # "15 " then 3 characters per point
+    "connect4": lambda r, c, n: (r, 1 + 3 * c),  # 3 characters per cell
+}
+
+
+def render(env, state, last: tuple[int, int] | None = None, line=()) -> str:
+    """`env.render(state)`, with marks the env's own drawing lacks: for Bagh-Chal, whose
+    state does not keep the last move, `last` = (from, to) cells, the landing point in
+    parentheses and the point it came from in brackets; for Gomoku and Connect4 the cells of
+    a winning `line` in brackets (cells are row * cols + col, as `web.geometry`)."""
+    text = env.render(state)
+    at = _MARK_AT.get(env.id)
+    marks = []
+    if env.id == "baghchal" and last is not None:
+        marks = [(cell, pair) for cell, pair in zip(last, ("[]", "()"), strict=True) if cell >= 0]
+    elif at is not None:
+        marks = [(cell, "[]") for cell in line]
+    if not marks:
+        return text
+    cols = {"baghchal": 5, "connect4": 7}.get(env.id) or env.size
+    lines = text.split("\n")
+    for cell, (left, right) in marks:
+        r, c = divmod(int(cell), cols)
+        i, j = at(r, c, cols)
+        row = list(lines[i].ljust(j + 2))
+        row[j - 1], row[j + 1] = left, right
+        lines[i] = "".join(row).rstrip()
+    return "\n".join(lines)
 
 
 def _read_line(prompt: str) -> str | None:

@@ -240,8 +240,17 @@ class BaghChal(core.Env):
     deterministic = True
     side_names = ("goats", "tigers")
     side_aliases = {"goat": 0, "g": 0, "tiger": 1, "t": 1}  # noqa: RUF012 - read only
-    move_help = ("place a goat on one point (C3); move with two points (A1-B2); a tiger's "
-                 "jump names its landing point (A1-C3)")
+    move_help = ("goats: one point to place a goat (C3), once all 20 are placed two points "
+                 "to move one (A1-B2); tigers: two points (A1-B2), a capture names the "
+                 "landing point (A1-C3 or A1xC3)")
+    legend = "G goat, T tiger; lines join the points a piece may step along"
+
+    def side_move_help(self, player: int) -> str:
+        if int(player) == 0:
+            return ("one empty point to place a goat (C3); once all 20 goats are placed, two "
+                    "points to move one along a line (A1-B2)")
+        return ("two points to move a tiger along a line (A1-B2); a capture jumps over a "
+                "goat and names the landing point (A1-C3, also written A1xC3)")
 
     def __init__(self, max_steps: int = 200):
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:

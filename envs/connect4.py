@@ -41,6 +41,7 @@ class Connect4(core.Env):
     deterministic = True
     side_names = ("X", "O")
     move_help = "a column number 1-7"
+    legend = "the last stone is in parentheses"
 
     def _init(self, key):
         del key

@@ -172,10 +172,19 @@ class Env(abc.ABC):
     side_names: tuple[str, str] = ("first player", "second player")
     side_aliases: dict[str, int] = {}  # noqa: RUF012 - read only
 
+    # What the marks of `render` mean, in one line ("" when the side names say it).
+    legend: str = ""
+
     @property
     def move_help(self) -> str:
         """How a person types a move of this game, in one line."""
         return "a move in the game's notation"
+
+    def side_move_help(self, player: int) -> str:
+        """How `player` types a move, in one line (games whose sides move differently
+        override it; by default `move_help`)."""
+        del player
+        return self.move_help
 
     @abc.abstractmethod
     def render(self, state: State) -> str:

@@ -46,6 +46,7 @@ class Gomoku(core.Env):
     deterministic = True
     side_names = ("black", "white")
     side_aliases = {"x": 0, "o": 1, "b": 0, "w": 1}  # noqa: RUF012 - read only
+    legend = "X black, O white; the last stone is in parentheses"
 
     def __init__(self, size: int = 15, rule: str = "freestyle"):
         """Builds the env.

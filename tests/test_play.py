@@ -7,6 +7,7 @@ restorable model of the right game, not a good player (training would only add c
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -27,14 +28,16 @@ from az_jax import learner, network, play
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_run(workdir: Path, env_id: str, **env_kwargs) -> Path:
-    """A workdir with one checkpoint of a tiny untrained network for `env_id`."""
+def make_run(workdir: Path, env_id: str, policy: str = "gumbel", **env_kwargs) -> Path:
+    """A workdir with one checkpoint of a tiny untrained network for `env_id`, searched
+    with `policy` (gumbel or muzero = PUCT)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # configs/
     from configs import default
 
     config = default.get_config()
     config.env.id = env_id
+    config.search.policy = policy
     config.env.kwargs = ml_collections.ConfigDict(env_kwargs)
     config.network.channels, config.network.num_blocks = 8, 1
     config.search.num_simulations = 4
@@ -45,6 +48,15 @@ def make_run(workdir: Path, env_id: str, **env_kwargs) -> Path:
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env), "iteration": 1}
     ckpt.save(ckpt.manager(workdir), 1, {"train_state": state}, meta)
     return workdir
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fast_compiles():
+    """Compile without most XLA optimisations (seconds instead of tens of seconds)."""
+    old = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +131,11 @@ def _scripted(game_ref: list, log: list[str]):
 @pytest.mark.parametrize("env_id, kwargs, human", [
     ("connect4", {}, 0),
     ("gomoku", {"size": 7}, 1),
-    ("baghchal", {}, 0),
+    ("baghchal", {}, 1),
 ])
 def test_every_game_plays_to_the_end(tmp_path, env_id, kwargs, human):
-    """The human side types moves in the game's notation (Bagh-Chal moves like A1-B2)."""
+    """The human side types moves in the game's notation (Bagh-Chal moves like A1-B2); the
+    intro says how this side moves and what the board's marks mean; the end says why."""
     run = make_run(tmp_path / env_id, env_id, **kwargs)
     agent = agent_lib.Agent.load(workdir=run, num_simulations=2)
     log: list[str] = []
@@ -134,7 +147,15 @@ def test_every_game_plays_to_the_end(tmp_path, env_id, kwargs, human):
     assert "not accepted:" in text and "enter " in text  # the bad move was re-prompted
     assert "game over:" in text and text.rstrip().endswith("bye")
     assert agent.is_over(game.state)
-    assert "top moves (share of visits):" in text and "win estimate for" in text
+    assert "candidates, improved policy (estimate):" in text and "estimate for " in text
+    assert f"your moves: {game.env.side_move_help(human)}." in text
+    if env_id == "gomoku":
+        assert "board: X black, O white; the last stone is in parentheses." in text
+    if env_id == "baghchal":  # the human plays tigers: no goat instructions
+        assert "place a goat" not in text.split("Type help")[0]
+        assert "(T)" in text or "(G)" in text  # the last move marked on the board
+    assert re.search(r"game over: .*\((.+ in a row: |the board is full|repetition|move limit"
+                     r"|the tigers|the goats)", text)
 
 
 def test_ai_vs_ai_to_the_end(ttt_run, capsys):
@@ -218,7 +239,9 @@ def test_tictactoe_game_in_tmux(ttt_run):
         assert "enter a cell: column letter and row number" in screen  # what is accepted
         screen = typed("B2")
         assert re.search(r"O \(AI\) plays [A-C][1-3] ", screen)
-        assert "win estimate for O:" in screen and "top moves (share of visits):" in screen
+        assert re.search(r"estimate for O after [A-C][1-3]: \d+% +\(Q [+-]\d\.\d\d; root value",
+                         screen)
+        assert "candidates, improved policy (estimate):" in screen
         assert "last move: O" in screen
         screen = typed("undo")
         assert "took back: B2, " in screen
@@ -242,3 +265,167 @@ def test_tictactoe_game_in_tmux(ttt_run):
     finally:
         tmux.close()
 
+
+
+# ---------------------------------------------------------------------- honest numbers
+# Tic-tac-toe, X to move with A3 B3 filled: C3 wins at once (hand-checked).
+_X_WINS_IN_ONE = ["A3", "A1", "B3", "C1"]
+
+
+def _position(agent, moves):
+    state = agent.new_game()
+    for m in moves:
+        state = agent.play(state, agent.env.parse_action(m, state))
+    return state
+
+
+SIMS = 16
+
+
+@pytest.fixture(scope="module")
+def agents(ttt_run, tmp_path_factory):
+    """policy -> (an Agent, a jitted search of the same network built here): one compile
+    of each per module."""
+    from az_jax import search as search_lib
+
+    puct = make_run(tmp_path_factory.mktemp("play") / "ttt_puct", "tictactoe", policy="muzero")
+    out = {}
+    for policy, run in (("gumbel", ttt_run), ("muzero", puct)):
+        agent = agent_lib.Agent.load(workdir=run, num_simulations=SIMS)
+        search = search_lib.make_search(agent.env, agent.restored.net, agent.config.search)
+        out[policy] = agent, jax.jit(functools.partial(search, evaluation=True,
+                                                       num_simulations=SIMS))
+    return out
+
+
+@pytest.mark.parametrize("which", ["gumbel", "muzero"])
+def test_the_estimate_is_the_chosen_childs_q(agents, which):
+    """Checked against a search tree built here: the shown value is the Q of the chosen
+    root child, not the root value; the per-move numbers are the search's policy (Gumbel:
+    the improved policy computed from the tree; PUCT: the visit share)."""
+    import mctx
+    import numpy as np
+
+    agent, search = agents[which]
+    state = _position(agent, _X_WINS_IN_ONE)
+    thought = agent.think(state)
+    assert thought.move == "C3" and thought.value == pytest.approx(1.0)  # a win: Q = 1
+    assert thought.win_rate == pytest.approx(1.0)
+    assert thought.root_value < 0.999  # the average over the search is not the move's Q
+
+    # The same search (no root noise: deterministic), its tree read independently.
+    out = search(agent.variables, jax.tree.map(lambda x: x[None], state),
+                 jax.random.PRNGKey(7))
+    tree, root = out.search_tree, out.search_tree.ROOT_INDEX
+    q, completed = jax.jit(lambda t: (  # one compile instead of many eager ops
+        t.qvalues(jax.numpy.zeros(1, jax.numpy.int32)),
+        jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=[0, None])(t, root)))(tree)
+    q = np.asarray(q)[0]
+    assert int(out.action[0]) == thought.action
+    assert thought.value == pytest.approx(float(q[thought.action]), abs=1e-6)
+    assert thought.root_value == pytest.approx(float(tree.node_values[0, root]), abs=1e-6)
+    visits = np.asarray(tree.children_visits[0, root])
+    if which == "gumbel":
+        assert thought.weight_label == "improved policy"
+        logits = tree.children_prior_logits[:, root] + completed
+        logits = np.where(np.asarray(state.legal_action_mask)[None], logits, -np.inf)
+        improved = np.asarray(jax.nn.softmax(logits))[0]
+        np.testing.assert_allclose(thought.weights, improved, atol=1e-5)
+        # ... which is not Gumbel's visit schedule.
+        assert np.abs(thought.weights - visits / visits.sum()).max() > 0.05
+    else:
+        assert thought.weight_label == "visit share"
+        np.testing.assert_allclose(thought.weights, visits / visits.sum(), atol=1e-6)
+    top = thought.top(3)
+    assert top[0].action == int(np.argmax(thought.weights)) == thought.action
+    assert [c.weight for c in top] == sorted((c.weight for c in top), reverse=True)
+    for c in top:
+        assert c.weight == pytest.approx(float(thought.weights[c.action]))
+        assert c.value == pytest.approx(float(q[c.action]), abs=1e-6)
+
+
+def test_gumbel_weights_change_with_the_position(agents):
+    """Gumbel's visit counts follow a fixed schedule; the improved policy does not."""
+    import numpy as np
+
+    agent = agents["gumbel"][0]
+    a = agent.think(_position(agent, ["B2"]))
+    b = agent.think(_position(agent, _X_WINS_IN_ONE))
+    top3 = lambda x: np.sort(x)[::-1][:3]  # noqa: E731
+    assert np.abs(top3(a.weights) - top3(b.weights)).max() > 0.1
+    assert b.top(1)[0].move == "C3" and b.top(1)[0].weight > 0.5  # it learned C3 wins
+
+
+def test_after_the_human_wins_no_estimate_says_the_ai_wins(agents):
+    """The human completes a row: the result names the line; nothing printed after the
+    winning move is an estimate."""
+    agent = agents["gumbel"][0]
+    log: list[str] = []
+    moves = iter(["C3", "quit"])
+    game = play.TerminalGame(agent, 0, SIMS, write=log.append,
+                             read=lambda prompt: log.append(prompt) or next(moves))
+    for m in _X_WINS_IN_ONE:  # X (the human) has A3 and B3; O (the AI) A1 and C1
+        game.push(agent.env.parse_action(m, game.state))
+    assert game.run() == 0
+    text = "\n".join(log)
+    after = text[text.rindex("your move (X)>"):]
+    assert "game over: you win (X) (three in a row: A3, B3, C3)! Well played." in after
+    assert "estimate" not in after and "%" not in after
+
+
+def test_bagh_chal_board_marks_the_last_move():
+    env = envs.make("baghchal")
+    step = jax.jit(env.step)
+    state = env.init(None)
+    placed = step(state, env.parse_action("C3", state))
+    text = play.render(env, placed, (-1, 12))
+    assert "3  .---.--(G)--.---." in text.splitlines()
+    moved = step(placed, env.parse_action("A1-B2", placed))
+    lines = play.render(env, moved, (20, 16)).splitlines()
+    assert "2  .--(T)--.---.---." in lines and "1 [.]--.---.---.---T" in lines
+    assert play.render(env, moved, None) == env.render(moved)  # nothing marked
+
+
+def test_side_help_and_legends():
+    bagh, gomoku = envs.make("baghchal"), envs.make("gomoku", size=9)
+    assert "place a goat" in bagh.side_move_help(0) and "tiger" not in bagh.side_move_help(0)
+    tigers = bagh.side_move_help(1)
+    assert "place" not in tigers and "A1xC3" in tigers and "A1-C3" in tigers
+    assert bagh.parse_action("A1xC3") == bagh.parse_action("A1-C3")  # the documented forms
+    assert "X black, O white" in gomoku.legend
+    assert gomoku.side_move_help(1) == gomoku.move_help  # sides that move alike
+
+
+def test_winning_stones_are_marked_on_the_terminal_board():
+    import types
+
+    import numpy as np
+
+    c4 = envs.make("connect4")
+    board = np.full((6, 7), -1, np.int8)
+    board[5, :4] = 0  # X: the bottom row, columns 1-4
+    board[4, :3] = 1
+    state = types.SimpleNamespace(game=types.SimpleNamespace(board=board, last=5 * 7 + 3))
+    lines = play.render(c4, state, line=[35, 36, 37, 38]).splitlines()
+    assert lines[-2] == "[X][X][X][X] .  .  ." and lines[-3] == " O  O  O  .  .  .  ."
+    g5 = envs.make("gomoku", size=5)
+    board = np.full(25, -1, np.int8)
+    board[[0, 6, 12, 18, 24]] = 0
+    state = types.SimpleNamespace(game=types.SimpleNamespace(board=board, last=24))
+    lines = play.render(g5, state, line=[0, 6, 12, 18, 24]).splitlines()
+    assert lines[0] == " 5 [X] .  .  .  ." and lines[4] == " 1  .  .  .  . [X]"
+    assert play.render(g5, state) == g5.render(state)  # no line, no marks
+
+
+def test_top_always_holds_the_chosen_move():
+    """Gumbel's choice (sequential halving) need not top the improved policy: it is listed."""
+    import numpy as np
+
+    env = envs.make("tictactoe")
+    visits = np.array([4, 4, 1, 1, 0, 0, 0, 0, 2])
+    q = np.where(visits > 0, 0.1, np.nan).astype(np.float32)
+    weights = np.array([0.3, 0.3, 0.2, 0.15, 0, 0, 0, 0, 0.05], np.float32)
+    t = agent_lib.Thought(8, "C1", 0.2, visits, q, 12, 0.0, env, weights=weights)
+    assert [c.action for c in t.top(3)] == [0, 1, 8]
+    assert [c.action for c in t.top(5)] == [0, 1, 2, 3, 8]
+    assert t.top(1)[0].action == 8

@@ -7,16 +7,21 @@ untrained Connect4 network (see tests/test_play.py for why untrained).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+import types
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
 import envs
@@ -33,17 +38,43 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SIMS = 4
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fast_compiles():
+    """Compile without most XLA optimisations (seconds instead of tens of seconds)."""
+    old = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
+
+
+@contextlib.contextmanager
+def serving(run, sims: int = SIMS):
+    """A server for the model of `run` on a free port, in a thread of this process."""
+    agent = agent_lib.Agent.load(workdir=run, num_simulations=sims)
+    agent.warmup()
+    srv = web.make_server(agent, "127.0.0.1", 0, sims=sims, max_sims=64, max_games=50)
+    thread = web.serve_in_thread(srv)
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    run = make_run(tmp_path_factory.mktemp("web") / "c4", "connect4")
-    agent = agent_lib.Agent.load(workdir=run, num_simulations=SIMS)
-    agent.warmup()
-    srv = web.make_server(agent, "127.0.0.1", 0, sims=SIMS, max_sims=64, max_games=50)
-    thread = web.serve_in_thread(srv)
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=10)
+    with serving(make_run(tmp_path_factory.mktemp("web") / "c4", "connect4")) as srv:
+        yield srv
+
+
+def set_position(server, game_id: str, moves: list[str]) -> None:
+    """Replays `moves` into a game (no search statistics for them)."""
+    games = server.games
+    game = games._games[game_id]
+    game.states, game.actions, game.analyses, game.hint = [games.agent.new_game()], [], [], None
+    for text in moves:
+        games._push(game, games.env.parse_action(text, game.states[-1]), None)
 
 
 def call(server, path: str, body=None, method: str | None = None, raw: bytes | None = None,
@@ -113,7 +144,16 @@ def test_info_and_pages(server):
 def test_a_game_over_the_api(server):
     game = new_game(server, human="second", sims=SIMS)  # the AI (X) has moved already
     assert game["human"] == 1 and len(game["moves"]) == 1 and game["your_turn"]
-    assert game["analysis"]["player"] == 0 and sum(game["analysis"]["visits"]) > 0
+    analysis = game["analysis"]
+    assert analysis["player"] == 0 and sum(analysis["visits"]) > 0
+    # The per-move numbers are the search's policy, named; the value is the chosen move's Q.
+    assert analysis["weight_label"] == "improved policy"  # the default Gumbel search
+    assert sum(analysis["weights"]) == pytest.approx(1.0, abs=1e-3)
+    for c in analysis["top"]:
+        assert c["weight"] == pytest.approx(analysis["weights"][c["action"]], abs=1e-4)
+    chosen = [c for c in analysis["top"] if c["action"] == analysis["action"]]
+    assert chosen and chosen[0]["value"] == pytest.approx(analysis["value"], abs=1e-4)
+    assert game["estimate"]["you"] == pytest.approx(1 - analysis["win_rate"], abs=1e-4)
     assert game["last"]["player"] == 0 and game["last"]["to"] >= 35  # the bottom row
     gid = game["game_id"]
     status, after = call(server, "/api/move", {"game_id": gid, "move": "4"})
@@ -132,6 +172,9 @@ def test_a_game_over_the_api(server):
         status, state = call(server, "/api/move", {"game_id": gid, "action": state["legal"][0]})
         assert status == 200, state
     assert state["result"] in ("win", "loss", "draw") and state["message"]
+    assert state["estimate"]["final"] and state["end"]["reason"] in state["message"]
+    you = {"win": 1.0, "loss": 0.0, "draw": 0.5}[state["result"]]
+    assert state["estimate"]["you"] == you  # the bar shows the result, not a stale estimate
     status, err = call(server, "/api/move", {"game_id": gid, "action": 0})
     assert status == 409 and "game is over" in err["error"]
 
@@ -284,7 +327,8 @@ def test_click_a_game_in_chromium(server, tmp_path):
             assert state["moves"][0] == "4" and state["analysis"]["player"] == 1
             assert page.locator("#board .heat").count() > 0  # the AI's visit counts
             assert page.locator("#board .piece").count() == 2
-            assert "model estimate: you" in page.inner_text("#value-text")
+            assert "model estimate after the AI's" in page.inner_text("#value-text")
+            assert page.inner_text("#weight-head") == "improved policy"
             assert page.locator("#candidates tbody tr").count() > 0
 
             page.click("#undo")
@@ -306,8 +350,11 @@ def test_click_a_game_in_chromium(server, tmp_path):
             state = page.evaluate("window.az.state")
             assert state["over"]
             banner = page.inner_text("#result")
-            assert banner in ("Draw.", "You win! (X wins)", "The AI wins. (O wins)")
+            assert re.fullmatch(r"Draw \(the board is full\)\.|You win! X wins \(four in a row"
+                                r": .*\)\.|The AI wins\. O wins \(four in a row: .*\)\.", banner)
             assert page.is_visible("#result") and banner in page.inner_text("#status")
+            assert page.inner_text("#value-text").startswith("final result:")
+            assert page.locator("#board .win-cell").count() == len(state["end"]["line"])
             page.screenshot(path=str(tmp_path / "end.png"))
             assert not problems, problems
         finally:
@@ -321,3 +368,189 @@ def test_page_has_no_external_resources():
         text = f.read_text()
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
         assert "https://" not in text
+
+
+# ---------------------------------------------------------------------- the end of a game
+def _finished(env_id: str, rows: list[str], last: int = -1, rewards=(1.0, -1.0),
+              truncated=False):
+    """A stand-in for a finished state: a board drawn as text (X/O/.), rewards, last."""
+    marks = {".": -1, "X": 0, "O": 1}
+    board = np.array([[marks[c] for c in r] for r in rows], np.int8).reshape(-1)
+    game = types.SimpleNamespace(board=board, last=last)
+    return types.SimpleNamespace(game=game, rewards=np.asarray(rewards), truncated=truncated,
+                                 terminated=True)
+
+
+def test_winning_lines_by_hand():
+    c4 = envs.make("connect4")
+    state = _finished("connect4", [".......", ".......", "..X....", "..XO...", "..XO...",
+                                   "..XO..."], last=2 * 7 + 2)
+    assert geometry.winning_line(c4, state) == [16, 23, 30, 37]  # column 3, rows 1-4
+    end = geometry.outcome(c4, state)
+    assert end["winner"] == 0 and end["reason"].startswith("four in a row: column 3 row 4")
+
+    g9 = envs.make("gomoku", size=9)
+    rows = ["X........", ".X.......", "..X......", "...X...O.", "XXXXX..O.", "......XO.",
+            ".......O.", "........O", "........."]
+    # The last stone E5 completes two fives (a row and a diagonal): both are shown.
+    state = _finished("gomoku", rows, last=4 * 9 + 4)
+    line = geometry.winning_line(g9, state)
+    assert line == sorted({0, 10, 20, 30, 40} | {36, 37, 38, 39, 40})
+    assert geometry.outcome(g9, state)["reason"].startswith("five in a row: A9, B8")
+    # Under the standard rule six in a row is no five.
+    std = envs.make("gomoku", size=9, rule="standard")
+    six = ["XXXXXX...", *["........."] * 8]
+    assert geometry.winning_line(std, _finished("gomoku", six, last=5)) == []
+    assert geometry.winning_line(g9, _finished("gomoku", six, last=5)) == [0, 1, 2, 3, 4, 5]
+
+    ttt = envs.make("tictactoe")
+    state = _finished("tictactoe", ["OXO", ".X.", "OX."])  # no last stone recorded
+    state.game = types.SimpleNamespace(board=state.game.board)
+    assert geometry.winning_line(ttt, state) == [1, 4, 7]
+    draw = _finished("tictactoe", ["XOX", "XOO", "OXX"], rewards=(0.0, 0.0))
+    assert geometry.outcome(ttt, draw) == {"winner": None, "reason": "the board is full",
+                                           "line": []}
+
+
+def test_bagh_chal_draw_by_repetition_says_so():
+    """Goats B1-C1-B1 and a tiger A5-B5-A5, twice: the third arrangement draws."""
+    env = envs.make("baghchal")
+    step = jax.jit(env.step)
+    state = env.state_from_board("""
+        T . . . T
+        G G G G G
+        G G G G G
+        G G G G G
+        T G . . T""", player=0, placed=20, captured=4)
+    for move in ["B1-C1", "A5-B5", "C1-B1", "B5-A5"] * 2:
+        assert not bool(state.terminated)
+        state = step(state, env.parse_action(move, state))
+    assert bool(state.terminated) and not bool(state.truncated)
+    end = geometry.outcome(env, state)
+    assert end["winner"] is None and end["reason"].startswith("repetition")
+    limit = geometry.outcome(env, state.replace(truncated=np.asarray(True)))
+    assert limit["reason"] == "move limit reached (200 plies)"
+
+
+def test_a_human_win_ends_with_the_result_not_an_estimate(server):
+    """X (you) has three on the bottom row; column 4 wins. Whatever the AI's search said
+    before, the bar now shows the result, and the line is given."""
+    game = new_game(server, human=0)
+    set_position(server, game["game_id"], ["1", "1", "2", "2", "3", "3"])
+    # The AI's last search, as if it had been sure to win (an untrained net says anything).
+    server.games._games[game["game_id"]].analyses[-1] = {
+        "player": 1, "action": 2, "move": "3", "value": 0.9, "win_rate": 0.95,
+        "simulations": SIMS, "top": [], "weights": [0.0] * 7, "weight_label": "x"}
+    status, before = call(server, f"/api/game?id={game['game_id']}")
+    assert status == 200 and not before["over"]
+    assert before["estimate"]["you"] == pytest.approx(0.05)
+    assert before["estimate"]["text"] == ("model estimate after the AI's 3: you 5%, AI 95% "
+                                          f"(Q of the move, {SIMS} simulations)")
+    status, after = call(server, "/api/move", {"game_id": game["game_id"], "action": 3})
+    assert status == 200 and after["result"] == "win"
+    assert after["estimate"] == {"you": 1.0, "final": True, "text": "final result: you won"}
+    assert after["end"]["line"] == [35, 36, 37, 38]  # the bottom row, columns 1-4
+    assert after["message"] == ("You win! X wins (four in a row: column 1 row 1, column 2 row "
+                                "1, column 3 row 1, column 4 row 1).")
+
+
+# ---------------------------------------------------------------------- more boards
+def _page(browser, url):
+    page = browser.new_page(viewport={"width": 1100, "height": 820})
+    problems = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    page.wait_for_function(IDLE, timeout=60_000)
+    return page, problems
+
+
+IDLE = "window.az && window.az.state && !window.az.busy"
+
+
+def _reload(page):
+    page.evaluate("api('/api/game?id=' + az.state.game_id).then(s => { az.state = s; "
+                  "render(); })")
+
+
+def test_gomoku_15_labels_win_line_and_banner_in_chromium(tmp_path_factory, tmp_path):
+    """Two-digit row labels inside the drawing, the winning five highlighted, the result
+    above the board (not over it), the bar at the result."""
+    sync_api = _browser()
+    run = make_run(tmp_path_factory.mktemp("web") / "g15", "gomoku", size=15)
+    with serving(run, sims=2) as srv, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, problems = _page(browser, srv.url)
+            boxes = page.evaluate("""[...document.querySelectorAll('#board text.label')]
+                .map(t => [t.textContent, t.getBBox().x])""")
+            assert dict(boxes)["15"] >= 0 and len(boxes) == 30  # not cut at the left edge
+            gid = page.evaluate("az.state.game_id")
+            set_position(srv, gid, ["H8", "A1", "I8", "A2", "J8", "A3", "K8", "A4"])
+            _reload(page)
+            page.wait_for_function(f"{IDLE} && az.state.moves.length === 8")
+            page.click("#hint")
+            page.wait_for_function(f"{IDLE} && az.state.hint !== null", timeout=60_000)
+            assert page.locator("#board .heat").count() > 0  # the search's policy, drawn
+            page.evaluate(f"play({srv.games.env.parse_action('G8')})")
+            page.wait_for_function(f"{IDLE} && az.state.over", timeout=60_000)
+            assert page.locator("#board .win-cell").count() == 5
+            assert page.locator("#board .win-line").count() == 1
+            assert page.locator("#board .heat").count() == 0
+            cells = page.evaluate("[...document.querySelectorAll('#board .win-cell')]"
+                                  ".map(c => +c.dataset.cell)")
+            assert sorted(cells) == [7 * 15 + c for c in range(6, 11)]  # G8..K8
+            banner = page.locator("#result").bounding_box()
+            board = page.locator("#board").bounding_box()
+            assert banner["y"] + banner["height"] <= board["y"] + 1  # above, not over
+            assert page.inner_text("#result").startswith("You win! Black wins (five in a row")
+            assert page.inner_text("#value-text") == "final result: you won"
+            page.wait_for_timeout(400)  # the bar's transition
+            page.screenshot(path=str(tmp_path / "gomoku15.png"))
+            assert not problems, problems
+        finally:
+            browser.close()
+
+
+def test_bagh_chal_moves_per_tiger_in_chromium(tmp_path_factory, tmp_path):
+    """Playing tigers with a hint: each movable tiger carries the total of its moves; a
+    selected tiger shows its targets, each with its dot and its own number."""
+    sync_api = _browser()
+    run = make_run(tmp_path_factory.mktemp("web") / "bc", "baghchal")
+    with serving(run, sims=2) as srv, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, problems = _page(browser, srv.url)
+            page.select_option("#side", "1")
+            page.wait_for_function(f"{IDLE} && az.state.human === 1 && "
+                                   "az.state.moves.length === 1", timeout=60_000)
+            assert page.locator("#board .last").count() == 1  # the goat just placed
+            assert "A1xC3" in page.inner_text("#help")  # how tigers move, not goats
+            assert "place a goat" not in page.inner_text("#help")
+            page.click("#hint")
+            page.wait_for_function(f"{IDLE} && az.state.hint !== null", timeout=60_000)
+            hint = page.evaluate("az.state.hint")
+            geo = srv.games.info()["geometry"]
+            totals = {}
+            for a, w in enumerate(hint["weights"]):
+                if w >= 0.005 or a == hint["action"]:  # the chosen move is always drawn
+                    totals[geo["action_from"][a]] = totals.get(geo["action_from"][a], 0) + w
+            badges = page.evaluate("[...document.querySelectorAll('#board .heat-badge')]"
+                                   ".map(b => [+b.dataset.from, +b.textContent])")
+            assert {f: n for f, n in badges} == {f: round(w * 100) for f, w in totals.items()}
+            tiger = max(totals, key=totals.get)  # the tiger the search likes most
+            page.click(f'#board .hit[data-cell="{tiger}"]')
+            targets = page.evaluate("[...document.querySelectorAll('#board .target')]"
+                                    ".map(t => +t.dataset.cell)")
+            legal = [a for a in page.evaluate("az.state.legal") if geo["action_from"][a] == tiger]
+            assert sorted(targets) == sorted(geo["action_to"][a] for a in legal)
+            heat = page.evaluate("[...document.querySelectorAll('#board .heat')]"
+                                 ".map(h => [+h.dataset.from, +h.dataset.cell, h.dataset.weight])")
+            shown = {(tiger, geo["action_to"][a]): f"{hint['weights'][a]:.4f}" for a in legal
+                     if hint["weights"][a] >= 0.005 or a == hint["action"]}
+            assert shown and {(f, c): w for f, c, w in heat} == shown  # its moves only
+            assert set(shown) <= {(tiger, c) for c in targets}  # each with its dot
+            page.screenshot(path=str(tmp_path / "baghchal.png"))
+            assert not problems, problems
+        finally:
+            browser.close()

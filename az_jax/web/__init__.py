@@ -1,4 +1,4 @@
-"""Play a trained model in the browser: `python -m az_jax.web --workdir runs/gomoku15`.
+"""Play a trained model in the browser: `python -m az_jax.web --model gomoku_15x15`.
 
 See `az_jax.web.server` for the JSON API and `az_jax.web.geometry` for the board shapes.
 """

@@ -1,4 +1,6 @@
-"""What the browser needs to draw a game: its geometry (once) and each position (as JSON).
+"""What the front ends need to draw a game: its geometry (once), each position (as JSON),
+and how a finished game ended (`outcome`: the reason and the winning line, also used by the
+terminal).
 
 The page is generic: it draws a board of `rows` x `cols` points or cells of a `kind`, and
 maps every action to a (from, to) pair of cell indices (row * cols + col, row 0 at the top):
@@ -153,3 +155,99 @@ def extra(env, state) -> dict:
         placed, captured = int(state.game.placed), int(state.game.captured)
         return {"goats_in_hand": 20 - placed, "captured": captured}
     return {}
+
+
+# ---------------------------------------------------------------------- the end of a game
+_IN_A_ROW = {"tictactoe": 3, "connect4": 4, "gomoku": 5}
+_COUNT_WORDS = {3: "three", 4: "four", 5: "five"}
+
+
+def _runs(cells: np.ndarray, player: int, k: int, exact: bool) -> list[list[int]]:
+    """Maximal runs of `player` in int[rows, cols] along the 4 line directions, of length
+    >= k (== k when `exact`), as flat cell lists."""
+    rows, cols = cells.shape
+    runs = []
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for r in range(rows):
+            for c in range(cols):
+                pr, pc = r - dr, c - dc
+                if cells[r, c] != player or (
+                        0 <= pr < rows and 0 <= pc < cols and cells[pr, pc] == player):
+                    continue  # not the start of a run
+                run, rr, cc = [], r, c
+                while 0 <= rr < rows and 0 <= cc < cols and cells[rr, cc] == player:
+                    run.append(rr * cols + cc)
+                    rr, cc = rr + dr, cc + dc
+                if len(run) == k or (len(run) > k and not exact):
+                    runs.append(run)
+    return runs
+
+
+def winning_line(env, state) -> list[int]:
+    """The cells (row * cols + col, as `board`) of the winner's line at a won position of an
+    n-in-a-row game (tic-tac-toe, Connect4, Gomoku): the runs through the last stone, or
+    every winning run when the game does not record the last stone. [] otherwise."""
+    k = _IN_A_ROW.get(getattr(env, "id", None))
+    winner = _winner(state)
+    if k is None or winner is None:
+        return []
+    rows, cols = shape(env)
+    cells = np.asarray(state.game.board).reshape(rows, cols)
+    exact = getattr(env, "rule", "freestyle") == "standard"
+    runs = _runs(cells, winner, k, exact)
+    last = int(getattr(state.game, "last", -1))
+    through = [run for run in runs if last in run]
+    return sorted({cell for run in (through or runs) for cell in run})
+
+
+def _winner(state) -> int | None:
+    rewards = np.asarray(state.rewards)
+    return 0 if rewards[0] > 0 else 1 if rewards[1] > 0 else None
+
+
+def cell_name(env, cell: int) -> str:
+    """A drawn cell in words: the point name (E5), or column and row for Connect4."""
+    rows, cols = shape(env)
+    r, c = divmod(int(cell), cols)
+    if env.id == "connect4":
+        return f"column {c + 1} row {rows - r}"
+    return core.point_name(r, c, rows)
+
+
+def outcome(env, state) -> dict:
+    """How a finished game ended, for the front ends.
+
+    Returns:
+      {"winner": 0, 1 or None (a draw), "reason": why, in words ("" when the game cannot
+      tell), "line": the winning cells (`winning_line`)}.
+    """
+    winner = _winner(state)
+    result = {"winner": winner, "reason": "", "line": []}
+    env_id = getattr(env, "id", None)
+    if bool(np.asarray(state.truncated)) and winner is None:
+        limit = getattr(env, "max_steps", None)
+        result["reason"] = f"move limit reached ({limit} plies)" if limit else \
+            "move limit reached"
+        return result
+    if env_id in _IN_A_ROW:
+        if winner is None:
+            result["reason"] = "the board is full"
+        else:
+            line = winning_line(env, state)
+            result["line"] = line
+            words = _COUNT_WORDS[_IN_A_ROW[env_id]]
+            if line:
+                result["reason"] = f"{words} in a row: " + ", ".join(
+                    cell_name(env, c) for c in line)
+    elif env_id == "baghchal":
+        game = state.game
+        if winner is None:
+            result["reason"] = ("repetition: the same arrangement of pieces occurred a "
+                                "third time")
+        elif winner == 1 and int(game.captured) >= 5:
+            result["reason"] = "the tigers captured 5 goats"
+        elif winner == 1:
+            result["reason"] = "the goats have no legal move"
+        else:
+            result["reason"] = "the tigers are trapped: no tiger can move"
+    return result

@@ -1,6 +1,7 @@
 """The browser front end: a standard-library HTTP server with a JSON API and static files.
 
-    python -m az_jax.web --workdir runs/gomoku15          # then open http://127.0.0.1:8000/
+    python -m az_jax.web --model gomoku_15x15             # then open http://127.0.0.1:8000/
+    python -m az_jax.web --workdir runs/connect4 --port 8080    # a run of train.py
 
 One model serves many games at once (game id -> moves and states, kept in memory; the
 oldest games are dropped past --max-games). Searches run one at a time under a lock.
@@ -9,12 +10,19 @@ API (JSON in and out; errors are 4xx with {"error": message}):
   GET  /api/info                     game geometry, side names, simulation choices, model
   POST /api/new   {human, sims}      a new game; human = "first"/"second"/0/1/a side name;
                                      if the AI moves first its move is already played
-  GET  /api/game?id=ID               the position (board, legal actions, last move, result)
+  GET  /api/game?id=ID               the position (board, legal actions, last move, result,
+                                     why the game ended and the winning line, the estimate)
   POST /api/move  {game_id, action | move, sims?}
                                      your move (an action index or text such as "E5"),
                                      then the AI's reply with its search statistics
   POST /api/undo  {game_id}          takes back your last move and the AI's reply
-  POST /api/hint  {game_id}          a search for your side (its visits become the heatmap)
+  POST /api/hint  {game_id}          a search for your side (its policy becomes the heatmap)
+
+A search's statistics: `value` is the Q of the move chosen (the value of the position after
+it, for the side that searched, in [-1, 1]) and `win_rate` the same as an expected score;
+`root_value` is the search's average over all it visited; `weights` is the search's policy
+per action (Gumbel search: the improved policy, whose visit counts follow a fixed schedule;
+PUCT: the visit share), named by `weight_label`.
 """
 
 from __future__ import annotations
@@ -92,6 +100,7 @@ class Games:
             "model": {"iteration": agent.restored.iteration, "path": agent.restored.path},
             "sides": list(self._side_names),
             "move_help": self.env.move_help,
+            "side_move_help": [self.env.side_move_help(p) for p in (0, 1)],
             "sims": {"default": self.sims, "max": self.max_sims,
                      "choices": sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
                                        | {self.sims})},
@@ -146,9 +155,12 @@ class Games:
             "move": thought.move,
             "value": round(thought.value, 4),
             "win_rate": round(thought.win_rate, 4),
+            "root_value": round(thought.root_value, 4),
             "visits": [int(v) for v in thought.visits],
+            "weights": [round(float(w), 4) for w in thought.policy()],
+            "weight_label": thought.weight_label,
             "top": [{"action": c.action, "move": c.move, "visits": c.visits,
-                     "share": round(c.share, 4),
+                     "weight": round(c.weight, 4),
                      "value": None if c.value is None else round(c.value, 4)}
                     for c in thought.top(8)],
             "simulations": thought.simulations,
@@ -194,6 +206,8 @@ class Games:
             "hint": game.hint,
             "can_undo": any(int(s.current_player) == game.human for s in game.states[:-1]),
             "extra": geometry.extra(env, state),
+            "end": None,
+            "estimate": None,
         }
         if game.actions:
             before, action = game.states[-2], game.actions[-1]
@@ -202,21 +216,44 @@ class Games:
                             "player": int(before.current_player), "from": src, "to": dst}
         names = self._side_names
         if over:
-            winner = self.agent.winner(state)
-            view["winner"] = winner
+            end = geometry.outcome(env, state)
+            winner = end["winner"]
+            view["winner"], view["end"] = winner, end
+            why = f" ({end['reason']})" if end["reason"] else ""
             if winner is None:
                 view["result"] = "draw"
-                limit = " (move limit reached)" if bool(state.truncated) else ""
-                view["message"] = f"Draw{limit}."
+                view["message"] = f"Draw{why}."
             elif winner == game.human:
                 view["result"] = "win"
-                view["message"] = f"You win! ({agent_lib.wins(names[winner])})"
+                view["message"] = f"You win! {agent_lib.wins(names[winner]).capitalize()}{why}."
             else:
                 view["result"] = "loss"
-                view["message"] = f"The AI wins. ({agent_lib.wins(names[winner])})"
+                view["message"] = (f"The AI wins. {agent_lib.wins(names[winner]).capitalize()}"
+                                   f"{why}.")
         elif to_move == game.human:
             view["message"] = f"Your move ({names[game.human]})."
+        view["estimate"] = self._estimate(view, game)
         return view
+
+    @staticmethod
+    def _estimate(view: dict, game: Game) -> dict | None:
+        """The value bar: your expected score (a draw counts half) in [0, 1], and its words.
+
+        At the end of a game it is the result; else the latest search shown (your hint, or
+        the AI's last move): the Q of the move it chose, turned to your point of view.
+        """
+        if view["over"]:
+            you = {"win": 1.0, "loss": 0.0}.get(view["result"], 0.5)
+            words = {"win": "you won", "loss": "the AI won"}.get(view["result"], "a draw")
+            return {"you": you, "final": True, "text": f"final result: {words}"}
+        a = view["hint"] or view["analysis"]
+        if a is None:
+            return None
+        you = a["win_rate"] if a["player"] == game.human else 1.0 - a["win_rate"]
+        whose = f"if you play {a['move']}" if a is view["hint"] else f"after the AI's {a['move']}"
+        return {"you": round(you, 4), "final": False,
+                "text": f"model estimate {whose}: you {you:.0%}, AI {1 - you:.0%} "
+                        f"(Q of the move, {a['simulations']} simulations)"}
 
     # ------------------------------------------------------------------ API
     def new(self, body: dict) -> dict:
@@ -461,7 +498,12 @@ def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | No
                 max_sims: int = 4096, max_games: int = 256, quiet: bool = True) -> Server:
     """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread)."""
     games = Games(agent, sims=sims, max_sims=max_sims, max_games=max_games)
-    server = Server((host, port), make_handler(games, quiet=quiet))
+    try:
+        server = Server((host, port), make_handler(games, quiet=quiet))
+    except (OSError, OverflowError) as e:  # port in use, no such address, port > 65535
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise OSError(f"cannot listen on {host}:{port}: {why} (choose another --port, or "
+                      "--port 0 for any free one)") from None
     server.games = games
     return server
 
@@ -481,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 opens it to the network)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="port, 0..65535 (default 8000; 0 = any free one)")
     p.add_argument("--sims", type=int, default=None, metavar="N",
                    help="default simulations per AI move (default: max(the run's "
                         "search.num_simulations, 64)); the page offers others")
@@ -501,6 +544,10 @@ def main(argv=None) -> int:
     from az_jax import agent as agent_lib
 
     agent_lib.quiet_logs()
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port must be in 0..65535 (0 = any free port), got {args.port}",
+              file=sys.stderr)
+        return 2
     if args.sims is not None and not 1 <= args.sims <= args.max_sims:
         print(f"error: --sims must be in 1..--max-sims ({args.max_sims})", file=sys.stderr)
         return 2

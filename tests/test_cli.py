@@ -1,0 +1,84 @@
+"""The front ends' command lines: help texts that name what exists, and one-line errors
+(exit status 2) for a bad port or a missing config file."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from absl import flags
+
+from az_jax import checkpoint, cli, gomocup, play
+from az_jax.web import server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _help(parser) -> str:
+    return parser.format_help()
+
+
+def test_help_texts_name_models_that_exist():
+    shipped = checkpoint.shipped_models()
+    assert cli.shipped_models() == shipped and "gomoku_15x15" in shipped
+    for parser in (play.build_parser(), server.build_parser(), gomocup.build_parser()):
+        text = _help(parser)
+        for name in re.findall(r"--model ([a-z]\w*)", text):
+            assert name in shipped, (parser.prog, name)
+        assert "gomoku15" not in text and "runs/g15" not in text
+        assert ", ".join(shipped) in " ".join(text.split())  # --model lists them
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Play against a model"):]
+    section = section[:section.index("\n## ", 3)]
+    for name in re.findall(r"--model ([a-z]\w*)", section):
+        assert name in shipped, name
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_web_bad_port_is_one_line(port, capsys):
+    assert server.main(["--model", "connect4", "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --port must be in 0..65535 (0 = any free port), got {port}\n"
+
+
+def test_web_port_in_use_is_one_line(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert server.main(["--model", "tictactoe", "--port", str(port), "--no-warmup"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+    assert "choose another --port, or --port 0" in err
+
+
+def test_missing_config_file_names_it(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    try:
+        import train
+    finally:
+        sys.path.remove(str(ROOT))
+    for argv, expected in [
+            (["--config", "configs/nope.py"], "cannot read the config file configs/nope.py: "
+                                              "there is no such file"),
+            ([f"--config={tmp_path}"], f"cannot read the config file {tmp_path}: it is a "
+                                       "directory")]:
+        with pytest.raises(ValueError) as e:
+            train.parse_flags(["train.py", *argv], flags.FlagValues())
+        text = str(e.value)
+        assert text.startswith(expected) and "config_config" not in text
+        assert re.search(r"configs/\w+\.py", text)  # what to give instead
+
+
+def test_train_cli_missing_config_exit_2():
+    proc = subprocess.run([sys.executable, "train.py", "--config", "configs/nope.py"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: cannot read the config file configs/nope.py: there "
+                                  "is no such file")
