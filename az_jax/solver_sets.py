@@ -116,7 +116,7 @@ class Player:
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """`games` games of `first` against `second` (colours alternate game by game)."""
+    """`games` games of `first` against `second`, half of them with each moving first."""
 
     first: Player
     second: Player
@@ -134,10 +134,10 @@ DEFAULT_RECIPE = (
     Source(P("onestep"), P("rollout", 64), 200),
     Source(P("rollout", 64), P("rollout", 256), 200),
     Source(P("policy"), P("policy"), 200),
-    Source(P("search", 16, 0.05), P("onestep"), 200),
+    Source(P("search", 8, 0.05), P("onestep"), 200),
     # The longer games (strong players on both sides) feed the end phase: more of them.
-    Source(P("search", 16, 0.05), P("search", 16, 0.05), 600),
-    Source(P("bitbully", 0, 0.3), P("search", 16, 0.05), 400),
+    Source(P("search", 8, 0.05), P("search", 16, 0.05), 300),
+    Source(P("bitbully", 0, 0.3), P("search", 8, 0.05), 300),
     Source(P("bitbully", 0, 0.15), P("bitbully", 0, 0.15), 600),
     Source(P("bitbully", 0, 0.3), P("rollout", 256), 200),
 )
@@ -151,8 +151,12 @@ class _Players:
     """Builds each player's batched act function once (the network only when needed)."""
 
     def __init__(self, env, model: str):
+        import jax
+
         self.env, self.model = env, model
         self._acts, self._restored = {}, None
+        self.step = jax.jit(jax.vmap(env.step))
+        self.init = jax.jit(jax.vmap(env.init))
 
     def _network(self):
         if self._restored is None:
@@ -208,42 +212,48 @@ class _Players:
 
 
 def play_games(env, players: _Players, source: Source, seed: int) -> list[str]:
-    """Plays the source's games to the end. Returns their move strings (columns 1-7)."""
+    """Plays the source's games to the end. Returns their move strings (columns 1-7).
+
+    The first half of the games has `source.first` moving first, the second half
+    `source.second` (two batches: each ply then runs one player's act only).
+    """
+    half = source.games // 2
+    return (_play(env, players, source.first, source.second, source.games - half, seed)
+            + _play(env, players, source.second, source.first, half, seed + 7919))
+
+
+def _play(env, players: _Players, first: Player, second: Player, n: int,
+          seed: int) -> list[str]:
     import jax
 
-    n = source.games
-    step = jax.jit(jax.vmap(env.step))
+    if n == 0:
+        return []
+    step = players.step
     key = jax.random.PRNGKey(seed)
     key, k_init = jax.random.split(key)
-    states = jax.jit(jax.vmap(env.init))(jax.random.split(k_init, n))
+    states = players.init(jax.random.split(k_init, n))
     rng = np.random.default_rng(seed)
     moves = [""] * n
     done = np.zeros(n, bool)
-    first_is_a = np.arange(n) % 2 == 0  # colours alternate game by game
     for ply in range(ROWS * COLS):
         if done.all():
             break
         mask = np.asarray(states.legal_action_mask)
-        a_moves = first_is_a == (ply % 2 == 0)  # games where `source.first` is to move
-        actions = np.zeros(n, np.int32)
-        for who, player in ((a_moves, source.first), (~a_moves, source.second)):
-            todo = who & ~done
-            if not todo.any():
-                continue
-            key, k_act = jax.random.split(key)
-            fn = players.act(player)
-            if fn is None:  # bitbully
-                for i in np.flatnonzero(todo):
-                    scores = solve(moves[i]).column_scores
-                    best = max(s for s in scores if s is not None)
-                    actions[i] = rng.choice([c for c, s in enumerate(scores) if s == best])
-            else:
-                actions[todo] = np.asarray(fn(states, k_act))[todo]
-            for i in np.flatnonzero(todo):
-                if rng.random() < player.epsilon or not mask[i, actions[i]]:
-                    actions[i] = _uniform(rng, mask[i])
-        key, k_step = jax.random.split(key)
-        states = step(states, np.asarray(actions), jax.random.split(k_step, n))
+        player = first if ply % 2 == 0 else second
+        key, k_act, k_step = jax.random.split(key, 3)
+        fn = players.act(player)
+        if fn is None:  # bitbully: a random one of the best moves
+            actions = np.zeros(n, np.int32)
+            for i in np.flatnonzero(~done):
+                scores = solve(moves[i]).column_scores
+                best = max(s for s in scores if s is not None)
+                actions[i] = rng.choice([c for c, s in enumerate(scores) if s == best])
+        else:
+            actions = np.array(fn(states, k_act), np.int32)
+        for i in np.flatnonzero(~done):
+            if rng.random() < player.epsilon or not mask[i, actions[i]]:
+                actions[i] = _uniform(rng, mask[i])
+        states = step(states, actions, jax.random.split(k_step, n))
         for i in np.flatnonzero(~done):
             moves[i] += str(actions[i] + 1)
         done |= np.asarray(states.terminated | states.truncated)
@@ -261,7 +271,8 @@ def candidates(games: Sequence[str]) -> list[str]:
 
 
 def make_sets(recipe: Sequence[Source] = DEFAULT_RECIPE, per_set: int = 200, seed: int = 0,
-              model: str = "connect4", exclude: Sequence[str] = (), log=print):
+              model: str = "connect4", exclude: Sequence[str] = (), log=print,
+              players: _Players | None = None):
     """Plays the recipe's games and deals solved positions into the nine sets.
 
     Args:
@@ -272,13 +283,14 @@ def make_sets(recipe: Sequence[Source] = DEFAULT_RECIPE, per_set: int = 200, see
       exclude: move strings whose boards (or their mirrors) must not appear (e.g. another
         shipped set).
       log: progress lines go here.
+      players: reuse the compiled players of an earlier call (tests).
     Returns:
       ({set name: [Position]}, {set name: {source name: count}}, stats dict).
     """
     import envs
 
     env = envs.make("connect4")
-    players = _Players(env, model)
+    players = players or _Players(env, model)
     per_source: list[list[str]] = []
     seen = {board_key(m) for m in exclude}
     t0 = time.perf_counter()
