@@ -140,3 +140,32 @@ def test_make_sets_tiny_recipe():
     again, _, _ = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
                                         log=lambda _: None, players=players)
     assert again == sets  # fixed seeds: the same sets
+
+
+# ------------------------------------------------------------------ one table for all sets
+def test_summary_table_pools_sets_and_phases(tmp_path):
+    def row(file, agent, n, mistakes, rand):
+        return {"file": file, "agent": agent, "positions": n, "critical": n,
+                "mistakes": mistakes, "rate": mistakes / n, "critical_rate": mistakes / n,
+                "random_rate": rand}
+
+    rows = [row("d/beginning_easy.txt", "net", 10, 1, 0.3),
+            row("d/beginning_hard.txt", "net", 30, 9, 0.8),
+            row("d/end_hard.txt", "net", 20, 10, 0.6)]
+    s = {r["set"]: r for r in solver_bench.summarize(rows)}
+    assert s["beginning_hard"]["rates"]["net"] == pytest.approx(0.3)
+    assert s["beginning (all)"]["positions"] == 40
+    assert s["beginning (all)"]["rates"]["net"] == pytest.approx(10 / 40)
+    assert s["beginning (all)"]["random_rate"] == pytest.approx((3 + 24) / 40)
+    assert s["all sets"]["rates"]["net"] == pytest.approx(20 / 60)
+    assert "end (all)" in s and "middle (all)" not in s
+    text = solver_bench.format_table(rows)
+    assert text.splitlines()[-1].split()[:3] == ["all", "sets", "60"]
+    # A directory stands for its set files, the nine names first in their order.
+    for name in ("zz_other", "end_hard", "beginning_easy"):
+        (tmp_path / f"{name}.txt").write_text("44 1 -2,-1,0,1,0,-1,-2\n")
+    assert [Path(p).stem for p in solver_bench.expand_paths([str(tmp_path)])] == [
+        "beginning_easy", "end_hard", "zz_other"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no solver set files"):
+        solver_bench.expand_paths([str(tmp_path / "empty")])
