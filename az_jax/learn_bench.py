@@ -71,6 +71,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="other games: games per opponent and checkpoint (default 64)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, same as --config.KEY=VALUE (repeatable)")
+    p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
+                   help="all (default); train: only train (writes train.json); evaluate: "
+                        "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
+                        "e.g. on other sets or with other --sims")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
@@ -346,6 +350,7 @@ def plot(result: dict, path: Path) -> Path:
             ax.set_ylabel("score (W + D/2) / games")
         ax.set_title(f"{result['env']}: {'network alone' if agent == 'greedy' else agent}")
         ax.set_xlabel("training minutes")
+        ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"bench learn: {Path(result['config']).name} "
@@ -367,7 +372,7 @@ def run(args: argparse.Namespace) -> dict:
     user = list(args.set) + list(getattr(args, "config_overrides", []))
     config = bench.load_config(args.config, user)  # a bad key fails here, before training
     env_id = config.env.id
-    if env_id == "connect4":
+    if env_id == "connect4" and args.stage != "train":
         from az_jax import solver_bench
 
         try:
@@ -378,26 +383,45 @@ def run(args: argparse.Namespace) -> dict:
             raise SystemExit(f"error: --sets: no file or directory {args.sets}")
     workdir = Path(args.workdir or ROOT / "runs" /
                    f"learn-{env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if _steps(workdir) or (workdir / "metrics.jsonl").exists():
-        raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
-                         "scratch: give a new --workdir")
     overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}", *user]
-    m0 = bench.machine()
-    print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
-          f"{workdir}; load average {m0['load_average']:.1f} (other work slows training)",
-          flush=True)
     log = lambda text: print(text, flush=True)
-    try:
-        trained = train_for(args.config, workdir, args.minutes, overrides, log)
-    except RuntimeError as e:
-        raise SystemExit(f"error: {e}") from None
-    load_after_training = bench.load_average()
+    if args.stage == "evaluate":
+        if args.workdir is None or not (workdir / "train.json").is_file():
+            raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
+                             f"bench learn run (with train.json); {workdir} has none")
+        saved = json.loads((workdir / "train.json").read_text())
+        trained, m0, load_after_training = saved["trained"], saved["machine"], saved["load"]
+        user, overrides = saved["overrides"], saved["bench_overrides"] + saved["overrides"]
+        args.minutes = saved.get("minutes", args.minutes)
+        args.config = saved.get("config", args.config)
+        log(f"bench learn: evaluating the run in {workdir}")
+    else:
+        if _steps(workdir) or (workdir / "metrics.jsonl").exists():
+            raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
+                             "scratch: give a new --workdir (or --stage evaluate)")
+        m0 = bench.machine()
+        print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
+              f"{workdir}; load average {m0['load_average']:.1f} (other work slows "
+              "training)", flush=True)
+        try:
+            trained = train_for(args.config, workdir, args.minutes, overrides, log)
+        except RuntimeError as e:
+            raise SystemExit(f"error: {e}") from None
+        load_after_training = bench.load_average()
+        (workdir / "train.json").write_text(json.dumps(
+            {"trained": trained, "machine": m0, "load": load_after_training,
+             "minutes": args.minutes, "config": str(args.config),
+             "overrides": user, "bench_overrides": overrides[:len(overrides) - len(user)]},
+            indent=2))
     rows = _rows(workdir)
     minutes = train_minutes(rows)
     steps = _steps(workdir)
-    chosen = pick_points(steps, minutes, args.max_points)
     log(f"trained {max(minutes, default=0)} iterations in {trained['seconds'] / 60:.1f} min "
-        f"({trained['stopped_by']}); evaluating {len(chosen)} of {len(steps)} checkpoints")
+        f"({trained['stopped_by']}); {len(steps)} checkpoints")
+    if args.stage == "train":
+        return {"workdir": str(workdir), "trained": trained, "checkpoints": steps}
+    chosen = pick_points(steps, minutes, args.max_points)
+    log(f"evaluating {len(chosen)} of {len(steps)} checkpoints")
     points, evaluator = evaluate_steps(workdir, chosen, args, log)
     for p in points:
         p["train_minutes"] = minutes.get(p["iteration"], math.nan)

@@ -62,6 +62,14 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
             assert math.isclose(r["all"], (r["beginning"] + r["end"]) / 2)
             assert math.isclose(r["end"] * 6, round(r["end"] * 6))
     assert "mistake rate by checkpoint" in out
+    # Re-evaluate the same run: the network alone, the last checkpoint only.
+    again = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--stage",
+                        "evaluate", "--workdir", str(workdir), "--sims", "0",
+                        "--sets", str(tmp_path / "sets"), "--max-points", "1"])
+    assert [p["iteration"] for p in again["points"]] == [train["iterations"]]
+    assert set(again["points"][0]["results"]) == {"greedy"}
+    assert again["points"][0]["results"]["greedy"] == points[-1]["results"]["greedy"]
+    assert again["overrides"] == data["overrides"] and again["train"] == train
 
 
 def test_learn_refuses_a_used_workdir(tmp_path):
