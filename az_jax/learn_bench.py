@@ -46,7 +46,7 @@ checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the c
 train.num_iterations (and with it the learning-rate schedule) is kept, so a run that
 finishes its iterations before --minutes stops there. Config overrides: --config.a.b=v (as
 train.py) or --set a.b=v. The machine's load average is recorded: other work slows
-training and moves every point to the left."""
+training, so the same iteration comes at a later minute (the curve moves right)."""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
