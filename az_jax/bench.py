@@ -18,6 +18,11 @@ Subcommands:
 
   all   All of the above with small defaults, one JSON.
 
+  learn  Learning per wall-clock minute: trains from scratch with train.py for --minutes,
+        then the mistake rate of its checkpoints on the stratified Connect4 solver sets (or,
+        for other games, the score against a fixed ladder), network alone and with search:
+        learn.json and learn.png (az_jax/learn_bench.py).
+
 Every subcommand prints the load average and the peak memory: the device's
 `peak_bytes_in_use` on GPU/TPU, the process's peak RSS (host memory) on CPU.
 
@@ -29,6 +34,8 @@ Examples:
   python -m az_jax.bench train --config configs/connect4.py
   python -m az_jax.bench pgx --config configs/connect4.py
   python -m az_jax.bench all --devices 1,2 --json bench.json
+  python -m az_jax.bench learn --config configs/connect4.py --minutes 10 \
+      --config.train.learning_rate=3e-3
 
 Run `python -m az_jax.bench <subcommand> --help` for the options of each.
 
@@ -54,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
+from az_jax import learn_bench
 
 # Our env id -> the pgx env id of the same game, timed side by side when pgx is installed.
 PGX_MATCH = {"connect4": "connect_four", "tictactoe": "tic_tac_toe"}
@@ -1061,6 +1069,13 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         add_args=_all_args,
         run=run_all,
     ),
+    "learn": Subcommand(
+        help="train for --minutes, then mistake rate (solver sets) or ladder score per "
+             "checkpoint vs minutes: learn.json + learn.png",
+        description=learn_bench.DESCRIPTION,
+        add_args=learn_bench.add_args,
+        run=learn_bench.run,
+    ),
 }
 
 
@@ -1102,7 +1117,12 @@ def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
         devices (`request_host_devices`). The command line sets it; in-process callers
         (tests) leave it off so their environment, inherited by subprocesses, is unchanged.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides = []
+    if argv and argv[0] == "learn":  # train.py's --config.a.b=v syntax passes through
+        argv, overrides = learn_bench.split_config_overrides(argv)
     args = build_parser().parse_args(argv)
+    args.config_overrides = overrides
     if host_devices and getattr(args, "devices", None):
         request_host_devices(max(args.devices))
     return SUBCOMMANDS[args.subcommand].run(args)

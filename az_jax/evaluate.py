@@ -4,6 +4,8 @@ ladder, the Connect4 solver benchmark and PNG plots.
     python -m az_jax.evaluate --workdir runs/c4
     python -m az_jax.evaluate --workdir runs/c4 --games 200 --sims 64 \\
         --against random,mcts-rollout:800,checkpoint:latest-5 --solver-set c4_positions.txt
+    python -m az_jax.evaluate --model connect4 --against '' --sims 64 \
+        --solver-set tests/data/connect4        # the nine stratified sets, one table
 
 The network, its game and its config are restored from the workdir (the newest checkpoint,
 or --checkpoint). Results are added to <workdir>/elo.json (shared with the trainer) and the
@@ -64,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", type=int, default=None, metavar="STEP",
                    help="the iteration to evaluate (default: the newest checkpoint)")
     p.add_argument("--solver-set", action="append", default=[], metavar="FILE",
-                   help="Connect4 solver benchmark file (repeatable); see "
+                   help="Connect4 solver benchmark file, or a directory of them such as "
+                        "the stratified sets tests/data/connect4 (repeatable); see "
                         "az_jax/solver_bench.py for the format")
     p.add_argument("--opening-plies", type=int, default=None,
                    help="random plies at the start of each pair of games (default 2)")
@@ -197,7 +200,8 @@ def run(args) -> None:
                                       progress=not args.quiet)
         print("\nConnect4 solver benchmark (mistake = a move with a worse win/draw/loss "
               "outcome than the best):")
-        print(solver_bench.format_rows(rows))
+        print(solver_bench.format_rows(rows) if len(sets) == 1
+              else solver_bench.format_table(rows))
 
     if not args.no_plots:
         paths = plots.write_training_plots(workdir)

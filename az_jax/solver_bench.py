@@ -4,6 +4,11 @@ the best one (win > draw > loss) on solved positions?
     python -m az_jax.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
         --max-moves 20                                  # needs bitbully (AGPL, optional)
     python -m az_jax.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
+    python -m az_jax.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
+    python -m az_jax.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
+
+The stratified sets (game phase x difficulty, 200 positions each, from games between agents
+of varied strength) are described in az_jax/solver_sets.py.
 
 File format: Pascal Pons's test sets (http://blog.gamesolver.org), one position a line,
 
@@ -429,14 +434,89 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def expand_paths(paths: Sequence[str]) -> list[str]:
+    """Files as given; a directory stands for its `*.txt` files (the nine stratified sets
+    in their order beginning_easy ... end_hard first, then any others by name).
+
+    Raises:
+      FileNotFoundError: a directory without .txt files.
+    """
+    from az_jax.solver_sets import set_names
+
+    order = {name: i for i, name in enumerate(set_names())}
+    out = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_dir():
+            out.append(str(path))
+            continue
+        files = sorted(p.glob("*.txt"), key=lambda f: (order.get(f.stem, len(order)), f.name))
+        if not files:
+            raise FileNotFoundError(f"no solver set files (*.txt) in the directory {p}")
+        out += [str(f) for f in files]
+    return out
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """One row per set (and per phase and over all sets when the files are stratified
+    sets): {"set", "positions", "critical", "random_rate", "rates": {agent: rate}}.
+
+    Rates over several files pool their positions (a mistake count over a position count).
+    """
+    from az_jax.solver_sets import PHASES
+
+    agents = list(dict.fromkeys(r["agent"] for r in rows))
+    files = list(dict.fromkeys(r["file"] for r in rows))
+
+    def pooled(name, chosen):
+        sel = [r for r in rows if r["file"] in chosen]
+        first = [r for r in sel if r["agent"] == agents[0]]
+        n = sum(r["positions"] for r in first)
+        rates = {}
+        for a in agents:
+            mine = [r for r in sel if r["agent"] == a]
+            rates[a] = sum(r["mistakes"] for r in mine) / n if n else float("nan")
+        return {"set": name, "positions": n, "critical": sum(r["critical"] for r in first),
+                "random_rate": (sum(r["random_rate"] * r["positions"] for r in first) / n
+                                if n else float("nan")), "rates": rates}
+
+    out = [pooled(Path(f).stem, [f]) for f in files]
+    if len(files) > 1:
+        for ph in PHASES:
+            chosen = [f for f in files if Path(f).stem.startswith(ph + "_")]
+            if chosen and len(chosen) < len(files):
+                out.append(pooled(f"{ph} (all)", chosen))
+        out.append(pooled("all sets", files))
+    return out
+
+
+def format_table(rows: list[dict]) -> str:
+    """One table: a row per set (then per phase and over all sets), a mistake-rate column
+    per agent; E[rand] is a uniformly random player's expected rate."""
+    if not rows:
+        return "(no results)"
+    summary = summarize(rows)
+    agents = list(summary[0]["rates"])
+    ws = max(len("set"), *(len(r["set"]) for r in summary))
+    wa = [max(9, len(a)) for a in agents]
+    lines = [f"{'set':<{ws}}  {'positions':>9}  {'critical':>8}  {'E[rand]':>7}  "
+             + "  ".join(f"{a:>{w}}" for a, w in zip(agents, wa, strict=True))]
+    for r in summary:
+        lines.append(f"{r['set']:<{ws}}  {r['positions']:9d}  {r['critical']:8d}  "
+                     f"{r['random_rate']:7.1%}  " + "  ".join(
+                         f"{r['rates'][a]:>{w}.1%}" for a, w in zip(agents, wa, strict=True)))
+    return "\n".join(lines)
+
+
 def load_sets(paths: Sequence[str], progress: bool = False) -> dict[str, list[Position]]:
-    """Reads solver set files and labels those without column scores (needs bitbully).
+    """Reads solver set files (a directory: its *.txt files, see `expand_paths`) and labels
+    those without column scores (needs bitbully).
 
     Raises:
       ValueError / FileNotFoundError: with the file (and line) at fault.
     """
     sets = {}
-    for path in paths:
+    for path in expand_paths(paths):
         positions = read_positions(path)
         if any(p.column_scores is None for p in positions):
             try:
@@ -477,27 +557,91 @@ def _make(args) -> None:
     print(f"wrote {len(positions)} positions to {args.out}")
 
 
+def _make_sets(args) -> None:
+    import dataclasses as dc
+
+    from az_jax import solver_sets
+
+    if args.per_set < 1:
+        raise ValueError(f"--per-set={args.per_set} must be >= 1")
+    if args.games_scale <= 0:
+        raise ValueError(f"--games-scale={args.games_scale} must be > 0")
+    recipe = [dc.replace(s, games=max(2, round(s.games * args.games_scale)))
+              for s in solver_sets.DEFAULT_RECIPE]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = (lambda text: None) if args.quiet else (lambda text: print(text, flush=True))
+    log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources")
+    sets, origin, stats = solver_sets.make_sets(recipe, args.per_set, args.seed, args.model,
+                                                log=log)
+    command = (f"python -m az_jax.solver_bench make-sets --out {args.out} --per-set "
+               f"{args.per_set} --seed {args.seed} --games-scale {args.games_scale:g} "
+               f"--model {args.model}")
+    recipe_text = "; ".join(f"{s.name} x{s.games}" for s in recipe)
+    for name, positions in sets.items():
+        ph, diff = name.split("_")
+        lo = solver_sets.PHASE_STARTS[solver_sets.PHASES.index(ph)]
+        hi = lo + 13
+        short = (f" (short of the {args.per_set} asked for: the games reached no more)"
+                 if len(positions) < args.per_set else "")
+        sources = ", ".join(f"{k} {v}" for k, v in
+                            sorted(origin[name].items(), key=lambda kv: -kv[1]))
+        header = (
+            f"az_jax Connect4 solver set {name}: {len(positions)} positions{short}.\n"
+            f"phase {ph}: {lo}-{hi} stones on the board. difficulty {diff}: "
+            f"{solver_sets.DIFFICULTY_RULES[diff]} (k = legal moves that keep the best "
+            "outcome, n = legal moves).\n"
+            f"made by: {command}\n"
+            f"recipe (seed {args.seed}; source i plays with seed + i): {recipe_text}.\n"
+            "every position before a move of those games, deduplicated as boards (move "
+            "orders and mirror images count once), sources merged round-robin in a seeded "
+            "order, solved by bitbully; positions where no mistake is possible are left "
+            "out; the nine sets are disjoint.\n"
+            f"positions here by source: {sources}.\n"
+            "format: <moves (columns 1-7)> <score for the side to move> <scores of columns "
+            "1..7, x = full> (see az_jax/solver_bench.py, az_jax/solver_sets.py)")
+        write_positions(out / f"{name}.txt", positions, header)
+        log(f"{name}: {len(positions)} positions{short}")
+    log(f"{stats['games']} games, {stats['candidates']} distinct positions, "
+        f"{stats['solved']} solved ({stats['no_mistake_possible']} with no mistake "
+        f"possible), {stats['seconds']:.0f}s; wrote {out}")
+
+
+def _sims_list(text: str) -> list[int]:
+    try:
+        sims = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sims = []
+    if not sims or min(sims) < 1:
+        raise argparse.ArgumentTypeError(f"expected simulation counts >= 1 like 64 or 16,64, "
+                                         f"got {text!r}")
+    return sims
+
+
 def _evaluate(args) -> None:
     import jax
 
     from az_jax import arena
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
+    from az_jax.agent import quiet_logs
 
     sets = load_sets(args.files, progress=not args.quiet)
-    restored = ckpt.restore(args.workdir, step=args.checkpoint)
+    quiet_logs()
+    restored = ckpt.load(workdir=args.workdir, model=args.model, step=args.checkpoint)
+    where = args.workdir or f"the shipped model {args.model}"
     if restored.env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in "
-                         f"{args.workdir} is for {restored.env.id}")
+                         f"{where} is for {restored.env.id}")
     search = search_lib.make_search(restored.env, restored.net, restored.config.search)
     factory = arena.AgentFactory(restored.env, restored.net, search)
-    sims = args.sims or restored.config.eval.num_simulations
+    sims = args.sims or [int(restored.config.eval.num_simulations)]
     label_ = f"iter-{restored.iteration}"
-    agents = [factory.random(), factory.greedy(restored.variables, label_),
-              factory.network(restored.variables, label_, sims)]
+    agents = [factory.random(), factory.greedy(restored.variables, label_)]
+    agents += [factory.network(restored.variables, label_, n) for n in sims]
     rows = benchmark(restored.env, agents, sets, jax.random.PRNGKey(args.seed),
                      progress=not args.quiet)
-    print(format_rows(rows))
+    print(format_rows(rows) if len(sets) == 1 else format_table(rows))
 
 
 def main(argv=None) -> int:
@@ -513,19 +657,46 @@ def main(argv=None) -> int:
     mk.add_argument("--max-moves", type=int, default=20, help="most moves played (20)")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--quiet", action="store_true", help="no progress bar")
+    ms = sub.add_parser(
+        "make-sets", help="write the nine stratified sets (phase x difficulty) from games "
+        "between agents of varied strength (bitbully)",
+        description="Plays the games of az_jax.solver_sets.DEFAULT_RECIPE (random, onestep, "
+        "rollout MCTS, the shipped connect4 network, bitbully with epsilon-random moves), "
+        "solves the positions they reach with bitbully and writes <out>/<phase>_<difficulty>"
+        ".txt: beginning/middle/end = 0-13/14-27/28-41 stones, easy/medium/hard = most / "
+        "at most half but more than one / exactly one of the legal moves keep the best "
+        "outcome. Positions where no mistake is possible are left out. Deterministic for a "
+        "given seed (on the same jax version).")
+    ms.add_argument("--out", required=True, help="output directory (created)")
+    ms.add_argument("--per-set", type=int, default=200, help="positions per set (200)")
+    ms.add_argument("--seed", type=int, default=0)
+    ms.add_argument("--games-scale", type=float, default=1.0,
+                    help="multiply the recipe's games per source (1.0; e.g. 0.1 to try)")
+    ms.add_argument("--model", default="connect4",
+                    help="shipped model for the network players (connect4)")
+    ms.add_argument("--quiet", action="store_true", help="no progress lines")
     ev = sub.add_parser("evaluate", help="mistake rates of a checkpoint (network alone, "
-                        "with search, and a random player for reference)")
-    ev.add_argument("files", nargs="+", help="solver set files")
-    ev.add_argument("--workdir", required=True, help="training workdir (a connect4 run)")
+                        "with search, and a random player for reference)",
+                        description="Mistake rates of a random player, the network alone "
+                        "(argmax of its policy, no search) and the network with search, on "
+                        "each solver set file. A directory stands for its *.txt files; with "
+                        "several files one table has a row per set, per phase and over all.")
+    ev.add_argument("files", nargs="+", help="solver set files or directories of them")
+    src = ev.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workdir", help="training workdir (a connect4 run)")
+    src.add_argument("--model", help="a shipped model by name (e.g. connect4)")
     ev.add_argument("--checkpoint", type=int, default=None, help="iteration (default: latest)")
-    ev.add_argument("--sims", type=int, default=None,
-                    help="search simulations (default: the run's eval.num_simulations)")
+    ev.add_argument("--sims", type=_sims_list, default=None, metavar="N[,N...]",
+                    help="search simulations, comma-separated for several (default: the "
+                         "run's eval.num_simulations)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
         if args.command == "make":
             _make(args)
+        elif args.command == "make-sets":
+            _make_sets(args)
         else:
             _evaluate(args)
     except (ValueError, OSError, ImportError) as e:  # OSError: e.g. a file we may not read

@@ -1,0 +1,455 @@
+"""`python -m az_jax.bench learn`: how fast does a config learn, per wall-clock minute?
+
+    python -m az_jax.bench learn --config configs/connect4.py --minutes 10
+    python -m az_jax.bench learn --config configs/connect4.py --minutes 10 \\
+        --config.train.learning_rate=3e-3                      # the B of an A/B test
+
+Trains from scratch with `train.py` in a subprocess for --minutes of wall clock (then
+SIGTERM: the trainer finishes its iteration and saves a checkpoint), with checkpoints every
+--checkpoint-every iterations, then evaluates the checkpoints:
+
+  connect4   mistake rates on the stratified solver sets (tests/data/connect4, see
+             az_jax/solver_sets.py): overall and per phase, the network alone (argmax of
+             its policy) and with --sims simulations;
+  any other  the score against a fixed ladder (--ladder, default random, onestep and
+             rollout MCTS), the network alone and with --sims simulations.
+
+Each checkpoint is placed on the minutes axis by the sum of metrics.jsonl's per-iteration
+`seconds` up to it (self-play + learning, compile included; checkpoint writes and start-up
+are not); `wall_minutes` (since the launch, as seen by polling the checkpoint directory)
+is recorded too. Writes <workdir>/learn.json and <workdir>/learn.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN_PY = ROOT / "train.py"
+DEFAULT_SETS = ROOT / "tests" / "data" / "connect4"
+DEFAULT_LADDER = "random,onestep,mcts-rollout:64"
+# What the bench sets on top of the config (the user's --config.* come after and win).
+BENCH_OVERRIDES = ("checkpoint.keep=1000000", "checkpoint.save_replay=False", "eval.every=0",
+                   "log.progress=False")
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1] + """
+The bench itself sets --config.eval.every=0 (no evaluation inside the timed run),
+checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the config's
+train.num_iterations (and with it the learning-rate schedule) is kept, so a run that
+finishes its iterations before --minutes stops there. Config overrides: --config.a.b=v (as
+train.py) or --set a.b=v. The machine's load average is recorded: other work slows
+training, so the same iteration comes at a later minute (the curve moves right)."""
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="configs/connect4.py", help="training config file")
+    p.add_argument("--minutes", type=float, default=10.0,
+                   help="wall-clock minutes of training (default 10)")
+    p.add_argument("--workdir", default=None,
+                   help="new directory for the run (default runs/learn-<game>-<time>)")
+    p.add_argument("--checkpoint-every", type=int, default=5, metavar="N",
+                   help="iterations between checkpoints (default 5)")
+    p.add_argument("--max-points", type=int, default=12,
+                   help="evaluate at most this many checkpoints, spread over the minutes "
+                        "(always the last one; default 12)")
+    p.add_argument("--sims", type=int, default=64,
+                   help="simulations of the searching agent (0: the network alone only)")
+    p.add_argument("--sets", default=str(DEFAULT_SETS),
+                   help="connect4: solver set files or a directory of them (default: the "
+                        "stratified sets in tests/data/connect4)")
+    p.add_argument("--ladder", default=DEFAULT_LADDER,
+                   help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
+    p.add_argument("--games", type=int, default=64,
+                   help="other games: games per opponent and checkpoint (default 64)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override, same as --config.KEY=VALUE (repeatable)")
+    p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
+                   help="all (default); train: only train (writes train.json); evaluate: "
+                        "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
+                        "e.g. on other sets or with other --sims")
+    p.add_argument("--seed", type=int, default=0, help="evaluation seed")
+    p.add_argument("--json", default=None, help="also write learn.json's content here")
+    p.add_argument("--png", default=None, help="also write the plot here")
+
+
+def split_config_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(argv without the `--config.a.b=v` items, those items as "a.b=v")."""
+    rest, overrides = [], []
+    for a in argv:
+        if a.startswith("--config."):
+            key, sep, _ = a[len("--config."):].partition("=")
+            if not sep or not key:
+                raise SystemExit(f"error: {a!r}: expected --config.KEY=VALUE, e.g. "
+                                 "--config.network.channels=8")
+            overrides.append(a[len("--config."):])
+        else:
+            rest.append(a)
+    return rest, overrides
+
+
+# =========================================================================== training
+def _rows(workdir: Path) -> list[dict]:
+    from az_jax.plots import read_metrics
+
+    return read_metrics(workdir)
+
+
+def _steps(workdir: Path) -> list[int]:
+    ck = workdir / "checkpoints"
+    if not ck.is_dir():
+        return []
+    return sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()
+                  and (p / "_CHECKPOINT_METADATA").exists())
+
+
+def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
+              log=print) -> dict:
+    """Runs train.py for `minutes` of wall clock (at least one iteration), then SIGTERM.
+
+    Returns:
+      {"seconds", "stopped_by" ("time" | "finished"), "returncode",
+       "checkpoint_seen_s": {step: seconds since launch when first seen}}.
+    Raises:
+      RuntimeError: train.py failed (with the tail of its log).
+    """
+    cmd = [sys.executable, str(TRAIN_PY), "--config", str(config), "--workdir", str(workdir),
+           *(f"--config.{o}" for o in overrides)]
+    log("$ " + " ".join(cmd))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    t0 = time.monotonic()
+    seen: dict[int, float] = {}
+    stopped_by = "finished"
+    with open(workdir / "train.log", "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=str(ROOT))
+        try:
+            signalled = False
+            while proc.poll() is None:
+                time.sleep(0.5)
+                now = time.monotonic() - t0
+                for s in _steps(workdir):
+                    seen.setdefault(s, now)
+                # SIGTERM before the trainer's loop is running would kill it unsaved: wait
+                # for a first logged iteration.
+                if not signalled and now >= 60 * minutes and _rows(workdir):
+                    proc.send_signal(signal.SIGTERM)
+                    signalled, stopped_by = True, "time"
+                    log(f"{now / 60:.1f} min: SIGTERM (the trainer saves and stops)")
+            proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    seconds = time.monotonic() - t0
+    for s in _steps(workdir):
+        seen.setdefault(s, seconds)
+    if proc.returncode != 0 or not _steps(workdir):
+        tail = (workdir / "train.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"train.py exited with status {proc.returncode} "
+                           f"{'and no checkpoint ' if not _steps(workdir) else ''}"
+                           f"(log: {workdir / 'train.log'}):\n{tail}")
+    return {"seconds": seconds, "stopped_by": stopped_by, "returncode": proc.returncode,
+            "checkpoint_seen_s": {str(k): v for k, v in sorted(seen.items())}}
+
+
+def train_minutes(rows: list[dict]) -> dict[int, float]:
+    """Iteration -> minutes of training up to its end (sum of `seconds`)."""
+    out, total = {}, 0.0
+    for r in sorted(rows, key=lambda r: r["iteration"]):
+        total += float(r["seconds"])
+        out[int(r["iteration"])] = total / 60.0
+    return out
+
+
+def pick_points(steps: list[int], minutes: dict[int, float], max_points: int) -> list[int]:
+    """At most `max_points` steps spread evenly on the minutes axis, always the last."""
+    if len(steps) <= max_points:
+        return list(steps)
+    span = minutes.get(steps[-1], 0.0)
+    chosen = {steps[-1]}
+    for j in range(1, max_points):
+        target = span * j / max_points
+        chosen.add(min(steps, key=lambda s: abs(minutes.get(s, 0.0) - target)))
+    return sorted(chosen)
+
+
+# =========================================================================== evaluation
+class SolverEvaluator:
+    """Mistake rates on solver sets (all sets as one batch: one compile per agent)."""
+
+    def __init__(self, sets_paths: list[str], env):
+        import numpy as np
+
+        from az_jax import solver_bench
+
+        self.sets = solver_bench.load_sets(sets_paths)
+        self.names = [Path(f).stem for f in self.sets]
+        self.positions = [p for ps in self.sets.values() for p in ps]
+        self.which = np.concatenate([np.full(len(ps), i) for i, ps in
+                                     enumerate(self.sets.values())])
+        self.states = solver_bench.states_from_moves(env, self.positions)
+        self.random = {"all": solver_bench.random_mistake_rate(self.positions)}
+        self.random.update(self._groups(lambda idx: solver_bench.random_mistake_rate(
+            [self.positions[i] for i in idx])))
+
+    def _groups(self, rate) -> dict:
+        import numpy as np
+
+        from az_jax.solver_sets import PHASES
+
+        out = {}
+        for ph in PHASES:
+            idx = np.flatnonzero(np.isin(self.which, [i for i, n in enumerate(self.names)
+                                                      if n.startswith(ph + "_")]))
+            if len(idx):
+                out[ph] = rate(idx)
+        out["sets"] = {n: rate(np.flatnonzero(self.which == i))
+                       for i, n in enumerate(self.names)}
+        return out
+
+    def __call__(self, agent, key) -> dict:
+        """{"all": rate, "<phase>": rate, ..., "sets": {name: rate}}."""
+        import numpy as np
+
+        from az_jax import solver_bench
+
+        actions = solver_bench.agent_actions(agent, self.states, key)
+        wrong = np.zeros(len(self.positions), bool)
+        for i, (p, a) in enumerate(zip(self.positions, actions, strict=True)):
+            wrong[i] = solver_bench.count_mistakes([p], [a]).mistakes > 0
+        out = {"all": float(wrong.mean())}
+        out.update(self._groups(lambda idx: float(wrong[idx].mean())))
+        return out
+
+
+class LadderEvaluator:
+    """Scores (W + D/2)/games against fixed opponents, colours alternated."""
+
+    def __init__(self, env, ladder: str, games: int):
+        from az_jax import arena
+
+        self.env = env
+        self.opponents = arena.parse_opponents(ladder)
+        bad = [o.name for o in self.opponents if o.needs_network]
+        if bad:
+            raise ValueError(f"--ladder: {', '.join(bad)} need a network; use fixed "
+                             "opponents (random, onestep, mcts-rollout:N)")
+        self.runner = arena.MatchRunner(env, games, batch_size=min(games, 256))
+
+    def __call__(self, agent, factory, key) -> dict:
+        import jax
+
+        out = {}
+        for i, opp in enumerate(self.opponents):
+            r = self.runner.play(agent, factory.build(opp), jax.random.fold_in(key, i))
+            out[opp.name] = float(r.score)
+        out["mean"] = float(sum(out.values()) / len(out))
+        return out
+
+
+def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
+    """Evaluates the checkpoints `steps` of `workdir`. Returns (one dict per step, the
+    evaluator)."""
+    import jax
+
+    from az_jax import arena
+    from az_jax import checkpoint as ckpt
+    from az_jax import search as search_lib
+
+    points, evaluator, factory = [], None, None
+    for n, step in enumerate(steps):
+        t0 = time.perf_counter()
+        r = ckpt.restore(workdir, step=step)
+        if factory is None:  # the same network shape throughout: compile once
+            search = search_lib.make_search(r.env, r.net, r.config.search)
+            factory = arena.AgentFactory(r.env, r.net, search)
+            if r.env.id == "connect4":
+                evaluator = SolverEvaluator([args.sets], r.env)
+            else:
+                evaluator = LadderEvaluator(r.env, args.ladder, args.games)
+        agents = [factory.greedy(r.variables, f"iter-{step}")]
+        if args.sims:
+            agents.append(factory.network(r.variables, f"iter-{step}", args.sims))
+        key = jax.random.fold_in(jax.random.PRNGKey(args.seed), step)
+        results = {}
+        for j, agent in enumerate(agents):
+            name = agent.name.split("/", 1)[1]  # "greedy", "mcts:64"
+            k = jax.random.fold_in(key, j)
+            results[name] = (evaluator(agent, k) if isinstance(evaluator, SolverEvaluator)
+                             else evaluator(agent, factory, k))
+        points.append({"iteration": step, "results": results,
+                       "eval_seconds": time.perf_counter() - t0})
+        log(f"  checkpoint {step} ({n + 1}/{len(steps)}): " + ", ".join(
+            f"{a} {v.get('all', v.get('mean')):.3f}" for a, v in results.items())
+            + f" ({time.perf_counter() - t0:.0f}s)")
+    return points, evaluator
+
+
+# =========================================================================== output
+def format_table(result: dict) -> str:
+    """Checkpoints down, metrics across."""
+    pts = result["points"]
+    if not pts:
+        return "(no checkpoints)"
+    solver = result["kind"] == "solver"
+    agents = list(pts[0]["results"])
+    cols = (["all", "beginning", "middle", "end"] if solver
+            else list(pts[0]["results"][agents[0]]))
+    head = f"{'iter':>5}  {'min':>5}  " + "  ".join(
+        f"{a + ' ' + c:>{max(10, len(a) + len(c) + 1)}}" for a in agents for c in cols)
+    lines = [("mistake rate" if solver else "score") + " by checkpoint (min = training "
+             "minutes, the sum of iteration times)", head]
+    for p in pts:
+        vals = [p["results"][a].get(c, math.nan) for a in agents for c in cols]
+        widths = [max(10, len(a) + len(c) + 1) for a in agents for c in cols]
+        lines.append(f"{p['iteration']:5d}  {p['train_minutes']:5.1f}  " + "  ".join(
+            f"{v:>{w}.1%}" if solver else f"{v:>{w}.3f}"
+            for v, w in zip(vals, widths, strict=True)))
+    if solver:
+        rnd = result["random"]
+        lines.append(f"{'rand':>5}  {'':>5}  " + "  ".join(
+            f"{rnd.get(c, math.nan):>{max(10, len(a) + len(c) + 1)}.1%}"
+            for a in agents for c in cols) + "   (E[random player])")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> Path:
+    """Mistake rate (or ladder score) against training minutes, a panel per agent."""
+    from az_jax.plots import _pyplot, _save
+
+    plt = _pyplot()
+    pts = result["points"]
+    agents = list(pts[0]["results"]) if pts else []
+    fig, axes = plt.subplots(1, max(1, len(agents)), figsize=(5.5 * max(1, len(agents)), 4),
+                             squeeze=False, sharey=True)
+    x = [p["train_minutes"] for p in pts]
+    solver = result["kind"] == "solver"
+    for ax, agent in zip(axes[0], agents, strict=False):
+        keys = (["all", "beginning", "middle", "end"] if solver
+                else list(pts[0]["results"][agent]))
+        for k in keys:
+            y = [p["results"][agent].get(k, math.nan) for p in pts]
+            bold = k in ("all", "mean")
+            ax.plot(x, y, marker="o", lw=2.2 if bold else 1.2, ms=4 if bold else 3,
+                    color="black" if bold else None, label=k)
+        if solver:
+            ax.axhline(result["random"]["all"], color="grey", ls=":", lw=1,
+                       label="random player")
+            ax.set_ylabel("mistake rate")
+        else:
+            ax.set_ylabel("score (W + D/2) / games")
+        ax.set_title(f"{result['env']}: {'network alone' if agent == 'greedy' else agent}")
+        ax.set_xlabel("training minutes")
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"bench learn: {Path(result['config']).name} "
+                 f"{' '.join(result['overrides']) or ''}"[:110], fontsize=9)
+    _save(fig, path)
+    return path
+
+
+# =========================================================================== command
+def run(args: argparse.Namespace) -> dict:
+    """The bench; prints a table and returns the learn.json content."""
+    from az_jax import bench
+
+    if args.minutes <= 0:
+        raise SystemExit(f"error: --minutes={args.minutes} must be > 0")
+    if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 2:
+        raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
+                         ">= 0, --games >= 2")
+    user = list(args.set) + list(getattr(args, "config_overrides", []))
+    config = bench.load_config(args.config, user)  # a bad key fails here, before training
+    env_id = config.env.id
+    if env_id == "connect4" and args.stage != "train":
+        from az_jax import solver_bench
+
+        try:
+            solver_bench.expand_paths([args.sets])
+        except FileNotFoundError as e:
+            raise SystemExit(f"error: --sets: {e}") from None
+        if not Path(args.sets).exists():
+            raise SystemExit(f"error: --sets: no file or directory {args.sets}")
+    workdir = Path(args.workdir or ROOT / "runs" /
+                   f"learn-{env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}", *user]
+    log = lambda text: print(text, flush=True)
+    if args.stage == "evaluate":
+        if args.workdir is None or not (workdir / "train.json").is_file():
+            raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
+                             f"bench learn run (with train.json); {workdir} has none")
+        saved = json.loads((workdir / "train.json").read_text())
+        trained, m0, load_after_training = saved["trained"], saved["machine"], saved["load"]
+        user, overrides = saved["overrides"], saved["bench_overrides"] + saved["overrides"]
+        args.minutes = saved.get("minutes", args.minutes)
+        args.config = saved.get("config", args.config)
+        log(f"bench learn: evaluating the run in {workdir}")
+    else:
+        if _steps(workdir) or (workdir / "metrics.jsonl").exists():
+            raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
+                             "scratch: give a new --workdir (or --stage evaluate)")
+        m0 = bench.machine()
+        print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
+              f"{workdir}; load average {m0['load_average']:.1f} (other work slows "
+              "training)", flush=True)
+        try:
+            trained = train_for(args.config, workdir, args.minutes, overrides, log)
+        except RuntimeError as e:
+            raise SystemExit(f"error: {e}") from None
+        load_after_training = bench.load_average()
+        (workdir / "train.json").write_text(json.dumps(
+            {"trained": trained, "machine": m0, "load": load_after_training,
+             "minutes": args.minutes, "config": str(args.config),
+             "overrides": user, "bench_overrides": overrides[:len(overrides) - len(user)]},
+            indent=2))
+    rows = _rows(workdir)
+    minutes = train_minutes(rows)
+    steps = _steps(workdir)
+    log(f"trained {max(minutes, default=0)} iterations in {trained['seconds'] / 60:.1f} min "
+        f"({trained['stopped_by']}); {len(steps)} checkpoints")
+    if args.stage == "train":
+        return {"workdir": str(workdir), "trained": trained, "checkpoints": steps}
+    chosen = pick_points(steps, minutes, args.max_points)
+    log(f"evaluating {len(chosen)} of {len(steps)} checkpoints")
+    points, evaluator = evaluate_steps(workdir, chosen, args, log)
+    for p in points:
+        p["train_minutes"] = minutes.get(p["iteration"], math.nan)
+        p["wall_minutes"] = trained["checkpoint_seen_s"].get(str(p["iteration"]),
+                                                             math.nan) / 60.0
+    solver = isinstance(evaluator, SolverEvaluator)
+    result = {
+        "bench": "learn", "config": str(args.config), "overrides": user,
+        "bench_overrides": overrides[:len(overrides) - len(user)], "env": env_id,
+        "minutes": args.minutes, "workdir": str(workdir), "kind": "solver" if solver
+        else "ladder", "sims": args.sims,
+        "evaluation": ({"sets": list(evaluator.sets), "positions": len(evaluator.positions)}
+                       if solver else {"ladder": args.ladder, "games": args.games}),
+        "train": {"iterations": max(minutes, default=0),
+                  "train_minutes": max(minutes.values(), default=0.0),
+                  "wall_minutes": trained["seconds"] / 60.0,
+                  "stopped_by": trained["stopped_by"], "checkpoints": steps},
+        "machine": m0, "load_average_after_training": load_after_training,
+        "points": points,
+    }
+    if solver:
+        result["random"] = evaluator.random
+    print(format_table(result))
+    (workdir / "learn.json").write_text(json.dumps(result, indent=2))
+    png = plot(result, workdir / "learn.png")
+    print(f"wrote {workdir / 'learn.json'} and {png}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if args.png:
+        plot(result, Path(args.png))
+    return result

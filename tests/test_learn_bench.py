@@ -1,0 +1,120 @@
+"""`python -m az_jax.bench learn`: end to end on a tiny Connect4 run, and its parts."""
+
+import json
+import math
+from pathlib import Path
+
+import jax
+import pytest
+
+import envs
+from az_jax import arena, bench, learn_bench, network, solver_bench
+
+DATA = Path(__file__).parent / "data"
+CONFIGS = Path(__file__).parent.parent / "configs"
+TINY = ["--config.network.channels=4", "--config.network.num_blocks=1",
+        "--config.search.num_simulations=2", "--config.selfplay.batch_size=8",
+        "--config.selfplay.num_plies=8", "--config.replay.capacity=256",
+        "--config.replay.min_size=8", "--config.train.updates_per_iteration=1",
+        "--config.train.batch_size=8", "--config.train.warmup_steps=1"]
+
+
+def _small_sets(tmp_path) -> Path:
+    """Two 6-position set files named like the stratified sets (phases from the names)."""
+    positions = solver_bench.read_positions(DATA / "connect4_solver_200.txt")
+    out = tmp_path / "sets"
+    out.mkdir()
+    solver_bench.write_positions(out / "beginning_hard.txt", positions[:6])
+    solver_bench.write_positions(out / "end_easy.txt", positions[6:12])
+    return out
+
+
+def test_learn_connect4_end_to_end(tmp_path, capsys):
+    workdir = tmp_path / "run"
+    result = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.05",
+                         "--workdir", str(workdir), "--checkpoint-every", "1", "--sims", "2",
+                         "--sets", str(_small_sets(tmp_path)), "--max-points", "2", *TINY,
+                         "--set", "train.learning_rate=0.002"])
+    out = capsys.readouterr().out
+    data = json.loads((workdir / "learn.json").read_text())
+    assert data == json.loads(json.dumps(result))
+    assert (workdir / "learn.png").stat().st_size > 5000
+    # The overrides reached train.py (its saved config) and are recorded.
+    config = json.loads((workdir / "config.json").read_text())
+    assert config["network"]["channels"] == 4 and config["train"]["learning_rate"] == 0.002
+    assert config["eval"]["every"] == 0 and config["checkpoint"]["every"] == 1
+    assert "network.channels=4" in data["overrides"]
+    assert data["kind"] == "solver" and data["env"] == "connect4"
+    assert data["evaluation"]["positions"] == 12
+    train = data["train"]
+    assert train["iterations"] >= 1 and train["stopped_by"] in ("time", "finished")
+    assert train["checkpoints"][-1] == train["iterations"]  # SIGTERM saved the last one
+    points = data["points"]
+    assert 1 <= len(points) <= 2 and points[-1]["iteration"] == train["iterations"]
+    assert [p["train_minutes"] for p in points] == sorted(p["train_minutes"] for p in points)
+    for p in points:
+        assert set(p["results"]) == {"greedy", "mcts:2"}
+        for r in p["results"].values():
+            assert set(r) == {"all", "beginning", "end", "sets"}
+            assert set(r["sets"]) == {"beginning_hard", "end_easy"}
+            assert all(0 <= r[k] <= 1 for k in ("all", "beginning", "end"))
+            # 6 positions per set: rates are multiples of 1/6, and "all" is their mean.
+            assert math.isclose(r["all"], (r["beginning"] + r["end"]) / 2)
+            assert math.isclose(r["end"] * 6, round(r["end"] * 6))
+    assert "mistake rate by checkpoint" in out
+    # Re-evaluate the same run: the network alone, the last checkpoint only.
+    again = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--stage",
+                        "evaluate", "--workdir", str(workdir), "--sims", "0",
+                        "--sets", str(tmp_path / "sets"), "--max-points", "1"])
+    assert [p["iteration"] for p in again["points"]] == [train["iterations"]]
+    assert set(again["points"][0]["results"]) == {"greedy"}
+    assert again["points"][0]["results"]["greedy"] == points[-1]["results"]["greedy"]
+    assert again["overrides"] == data["overrides"] and again["train"] == train
+
+
+def test_learn_refuses_a_used_workdir(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit, match="already holds a run"):
+        bench.main(["learn", "--config", str(CONFIGS / "tictactoe.py"), "--workdir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no field"):
+        bench.main(["learn", "--config", str(CONFIGS / "tictactoe.py"), "--config.train.nope=1",
+                    "--workdir", str(tmp_path / "new")])
+    with pytest.raises(SystemExit, match="expected --config.KEY=VALUE"):
+        bench.main(["learn", "--config.train.batch_size"])
+
+
+def test_split_overrides_and_points():
+    rest, over = learn_bench.split_config_overrides(
+        ["learn", "--config", "c.py", "--config.a.b=1", "--minutes", "2", "--config.c=x=y"])
+    assert rest == ["learn", "--config", "c.py", "--minutes", "2"]
+    assert over == ["a.b=1", "c=x=y"]
+    minutes = learn_bench.train_minutes([{"iteration": 2, "seconds": 60.0},
+                                         {"iteration": 1, "seconds": 30.0}])
+    assert minutes == {1: 0.5, 2: 1.5}
+    steps = list(range(1, 101))
+    even = {s: s / 10 for s in steps}
+    picked = learn_bench.pick_points(steps, even, 5)
+    assert picked == [20, 40, 60, 80, 100]
+    assert learn_bench.pick_points([3, 6], even, 5) == [3, 6]
+
+
+def test_ladder_evaluator_and_plot(tmp_path):
+    env = envs.make("tictactoe")
+    import ml_collections
+
+    net = network.make_network(ml_collections.ConfigDict(
+        {"channels": 4, "num_blocks": 1, "norm": "batch", "dtype": "float32"}), env)
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    factory = arena.AgentFactory(env, net, search=object())
+    ladder = learn_bench.LadderEvaluator(env, "random", games=4)
+    scores = ladder(factory.greedy(variables, "iter-1"), factory, jax.random.PRNGKey(0))
+    assert set(scores) == {"random", "mean"} and scores["mean"] == scores["random"]
+    assert scores["random"] in (0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1)
+    with pytest.raises(ValueError, match="need a network"):
+        learn_bench.LadderEvaluator(env, "random,greedy", games=4)
+    result = {"kind": "ladder", "env": "tictactoe", "config": "configs/tictactoe.py",
+              "overrides": [], "points": [
+                  {"iteration": 5, "train_minutes": 0.5, "results": {"greedy": scores}},
+                  {"iteration": 9, "train_minutes": 1.0, "results": {"greedy": scores}}]}
+    assert "score by checkpoint" in learn_bench.format_table(result)
+    assert learn_bench.plot(result, tmp_path / "l.png").stat().st_size > 5000

@@ -1,0 +1,171 @@
+"""Stratified Connect4 solver sets: phase / difficulty labels against hand-worked positions
+and bitbully, the shipped sets' invariants, and the generator on a tiny recipe."""
+
+from pathlib import Path
+
+import pytest
+
+from az_jax import solver_bench, solver_sets
+from az_jax.solver_bench import Position
+from az_jax.solver_sets import Player, Source
+
+SETS = Path(__file__).parent / "data" / "connect4"
+# A random game with nobody winning before the 42nd stone (found by a seeded search).
+DRAWN_GAME = "44136567533446633544223266151557777121712"
+
+
+def _has_bitbully() -> bool:
+    try:
+        import bitbully  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_bitbully = pytest.mark.skipif(not _has_bitbully(), reason="bitbully is not installed")
+
+
+def _pos(moves: str, scores) -> Position:
+    scores = tuple(None if s == "x" else s for s in scores)
+    return Position(moves, max(s for s in scores if s is not None), scores)
+
+
+# ------------------------------------------------------------------ labels by hand
+@pytest.mark.parametrize("stones, phase", [(0, "beginning"), (13, "beginning"),
+                                           (14, "middle"), (27, "middle"), (28, "end"),
+                                           (41, "end")])
+def test_phase_boundaries(stones, phase):
+    moves = DRAWN_GAME[:stones]
+    assert solver_bench._check_moves(moves)[1] is None
+    assert solver_sets.phase(moves) == phase
+
+
+def test_phase_rejects_full_board():
+    with pytest.raises(ValueError, match="0-41 stones"):
+        solver_sets.phase("1" * 42)
+
+
+@pytest.mark.parametrize("scores, k_n, label", [
+    ((-2, -1, 0, 1, 0, -1, -2), (1, 7), "hard"),   # the empty board: only the centre wins
+    ((5, 2, -1, -1, -1, -1, -1), (2, 7), "medium"),  # two wins of different speed: k=2
+    ((0, 0, 0, -1, -1, -1, -1), (3, 7), "medium"),  # k = 3 <= 7/2
+    ((1, 1, 1, 1, -1, -1, -1), (4, 7), "easy"),    # k = 4 > 7/2
+    ((0, 0, "x", "x", "x", "x", -3), (2, 3), "easy"),  # full columns are not moves
+    ((0, -4, "x", "x", "x", "x", "x"), (1, 2), "hard"),
+    ((-3, -3, -5, -3, -3, -3, -3), (7, 7), "none"),  # all lose: no mistake possible
+    ((2, 3, "x", 4, 4, 9, 1), (6, 6), "none"),
+])
+def test_difficulty_from_column_scores(scores, k_n, label):
+    p = _pos("", scores)
+    assert solver_sets.keep_count(p) == k_n
+    assert solver_sets.difficulty(p) == label
+
+
+def test_hand_worked_forced_win():
+    # a a a . b b b on the bottom row, first player to move: column 4 wins at once, any
+    # other move lets the second player win there. Exactly one move keeps the win.
+    moves = "152637"
+    scores = (-18, -18, -18, 18, -18, -18, -18)  # what a solver must say, by hand
+    p = _pos(moves, scores)
+    assert solver_sets.set_name(p) == "beginning_hard"
+
+
+def test_board_key_transpositions_and_mirrors():
+    key = solver_sets.board_key
+    assert key("1234") == key("3214")  # same stones, other move order
+    assert key("1") == key("7") and key("12") == key("76")  # mirror images
+    assert key("12") != key("21")  # whose stone is where matters
+    assert key("4") != key("44")
+
+
+# ------------------------------------------------------------------ the shipped sets
+@pytest.fixture(scope="module")
+def shipped():
+    return {name: solver_bench.read_positions(SETS / f"{name}.txt")
+            for name in solver_sets.set_names()}
+
+
+def test_shipped_sets_labels_sizes_and_disjoint(shipped):
+    keys = set()
+    for name, positions in shipped.items():
+        header = (SETS / f"{name}.txt").read_text().splitlines()[0]
+        assert len(positions) == 200 or "short of the 200" in header, name
+        for p in positions:
+            assert solver_sets.set_name(p) == name, (name, p)
+            keys.add(solver_sets.board_key(p.moves))
+    total = sum(len(v) for v in shipped.values())
+    assert len(keys) == total  # no board twice, mirrors included, across all sets
+
+
+@needs_bitbully
+def test_shipped_labels_agree_with_bitbully(shipped):
+    for name, positions in shipped.items():
+        for p in positions[:: max(1, len(positions) // 3)][:3]:
+            solved = solver_bench.solve(p.moves)
+            assert solved == p
+            assert solver_sets.set_name(solved) == name
+
+
+@needs_bitbully
+def test_hand_worked_forced_win_bitbully():
+    p = solver_bench.solve("152637")
+    # Pons's scale: a win is worth 22 - the stones the winner plays (4 here).
+    assert p.column_scores == (-18, -18, -18, 18, -18, -18, -18)
+    assert solver_sets.set_name(p) == "beginning_hard"
+    assert solver_sets.difficulty(solver_bench.solve("")) == "hard"
+
+
+# ------------------------------------------------------------------ the generator
+@needs_bitbully
+def test_make_sets_tiny_recipe():
+    import envs
+
+    recipe = [Source(Player("random"), Player("random"), 6),
+              Source(Player("bitbully", epsilon=0.3), Player("random"), 6)]
+    exclude = ["", "4"]
+    players = solver_sets._Players(envs.make("connect4"), "connect4")
+    sets, origin, stats = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
+                                                log=lambda _: None, players=players)
+    assert set(sets) == set(solver_sets.set_names())
+    keys = [solver_sets.board_key(p.moves) for v in sets.values() for p in v]
+    assert len(keys) == len(set(keys))
+    assert not {solver_sets.board_key(m) for m in exclude} & set(keys)
+    for name, positions in sets.items():
+        assert len(positions) <= 5
+        assert sum(origin[name].values()) == len(positions)
+        for p in positions:
+            assert solver_sets.set_name(p) == name
+            assert solver_bench.solve(p.moves) == p
+    assert stats["games"] == 12 and stats["solved"] >= sum(len(v) for v in sets.values())
+    again, _, _ = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
+                                        log=lambda _: None, players=players)
+    assert again == sets  # fixed seeds: the same sets
+
+
+# ------------------------------------------------------------------ one table for all sets
+def test_summary_table_pools_sets_and_phases(tmp_path):
+    def row(file, agent, n, mistakes, rand):
+        return {"file": file, "agent": agent, "positions": n, "critical": n,
+                "mistakes": mistakes, "rate": mistakes / n, "critical_rate": mistakes / n,
+                "random_rate": rand}
+
+    rows = [row("d/beginning_easy.txt", "net", 10, 1, 0.3),
+            row("d/beginning_hard.txt", "net", 30, 9, 0.8),
+            row("d/end_hard.txt", "net", 20, 10, 0.6)]
+    s = {r["set"]: r for r in solver_bench.summarize(rows)}
+    assert s["beginning_hard"]["rates"]["net"] == pytest.approx(0.3)
+    assert s["beginning (all)"]["positions"] == 40
+    assert s["beginning (all)"]["rates"]["net"] == pytest.approx(10 / 40)
+    assert s["beginning (all)"]["random_rate"] == pytest.approx((3 + 24) / 40)
+    assert s["all sets"]["rates"]["net"] == pytest.approx(20 / 60)
+    assert "end (all)" in s and "middle (all)" not in s
+    text = solver_bench.format_table(rows)
+    assert text.splitlines()[-1].split()[:3] == ["all", "sets", "60"]
+    # A directory stands for its set files, the nine names first in their order.
+    for name in ("zz_other", "end_hard", "beginning_easy"):
+        (tmp_path / f"{name}.txt").write_text("44 1 -2,-1,0,1,0,-1,-2\n")
+    assert [Path(p).stem for p in solver_bench.expand_paths([str(tmp_path)])] == [
+        "beginning_easy", "end_hard", "zz_other"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no solver set files"):
+        solver_bench.expand_paths([str(tmp_path / "empty")])
