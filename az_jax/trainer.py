@@ -60,6 +60,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
     bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
              "checkpoint.save_replay", "log.tensorboard", "log.progress")
+    # Fields that configs saved before they existed lack (None: absent or None).
     optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES}
@@ -69,10 +70,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         node = config.get(group)
         return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
 
+    def absent(name):  # an optional field of an older config (eval.opening_plies: or None)
+        group, field = name.split(".")
+        node = config.get(group)
+        return name in optional and (not isinstance(node, ml_collections.ConfigDict)
+                                     or field not in node
+                                     or (name == "eval.opening_plies" and get(name) is None))
+
     integers = True  # the arithmetic further down needs them
     for name, low in ints.items():
         v = get(name)
-        if v is None and name in optional:  # configs saved before the field existed
+        if absent(name):
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             problems.append(f"{name}={v!r} must be an integer")
@@ -91,7 +99,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
                                                              if high < math.inf else "")
             problems.append(f"{name}={v!r} must be a finite number {bounds}")
     for name in bools:
-        if get(name) is None and name in optional:
+        if absent(name):
             continue
         if not isinstance(get(name), bool):
             problems.append(f"{name}={get(name)!r} must be True or False")
