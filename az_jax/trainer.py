@@ -60,7 +60,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
     bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
              "checkpoint.save_replay", "log.tensorboard", "log.progress")
-    # Fields that configs saved before they existed lack (None: absent or None).
+    # Fields that configs saved before they existed lack (absent; opening_plies: or None).
     optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES}

@@ -5,6 +5,7 @@ the checkpoint holds the iteration, RNG stream, games in progress and replay con
 orbax only ever exposes complete checkpoints.
 """
 
+import json
 import os
 import random
 import shutil
@@ -167,6 +168,11 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_itera
     length = np.asarray(state["pending"].length)
     np.testing.assert_array_equal(length, np.asarray(state["games"].step_count))
     assert length.any()
+    # Every ply played went to the replay, or is pending (the metrics of both iterations).
+    rows = [json.loads(x) for x in (two_iterations / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["plies_pending"] == length.sum()
+    assert sum(r["plies_added"] + r["plies_dropped"] for r in rows) + length.sum() == sum(
+        r["moves"] for r in rows)
     # An old-layout checkpoint 3: no best_batch_stats, no pending plies.
     old = {k: state[k] for k in ("train_state", "games", "best_params")}
     checkpoint.save(mngr, 3, old, dict(meta, iteration=3))
