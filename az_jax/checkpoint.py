@@ -283,6 +283,11 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
     Args:
       optional: keys of `target_state` that checkpoints written before they existed lack;
         such a checkpoint restores without them (they are absent from the returned state).
+        The same holds for one whose saved item does not fit the target (e.g. the pending
+        plies of a run whose `selfplay.max_game_length` changed).
+
+    Keys the checkpoint has and `target_state` lacks (e.g. pending plies, when the run no
+    longer keeps them) are read and left out.
 
     Returns:
       (iteration, state, replay or None, meta), or None when there is no checkpoint.
@@ -294,7 +299,10 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
         for target in layouts:
             try:
                 out = mngr.restore(step, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+                    state=ocp.args.StandardRestore(dict(target, **_extras(mngr, step, target))),
+                    meta=ocp.args.JsonRestore()))
+                out = {"state": {k: v for k, v in out["state"].items() if k in target},
+                       "meta": out["meta"]}
                 break
             except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
                 errors.append(e)
@@ -313,6 +321,19 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
                               f"({type(e).__name__}); it refills from self-play", stacklevel=2)
         return step, out["state"], buffer, out["meta"]
     return None
+
+
+def _extras(mngr, step: int, target: dict) -> dict:
+    """Abstract arrays (on one local device) for the saved state's keys not in `target`:
+    orbax restores only whole trees, so they are read and dropped."""
+    try:
+        saved = mngr.item_metadata(step)["state"]
+        extra = {k: v for k, v in saved.items() if k not in target}
+    except Exception:  # noqa: BLE001 - unreadable metadata: the restore itself will say
+        return {}
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                        extra)
 
 
 def _has_item(mngr, step: int, name: str) -> bool:

@@ -2,11 +2,15 @@
 
     traj, states = selfplay(search, env, variables, states, key, num_plies=T,
                             temperature_plies=k)
-    targets, valid = value_targets(traj)
+    pending = init_pending(env, batch=B, max_length=L)     # once, before the first window
+    timeline, targets, valid, pending, dropped = settle_pending(pending, traj)
 
 Nothing here knows any particular game: it uses the Env protocol and the search only.
 Games that do not finish inside the window keep going in the next call (the returned
-`states`); their plies in this window get no value target (`valid` is False), unless
+`states`). Their plies have no outcome yet. `settle_pending` keeps them on the device
+(`Pending`, up to L plies per game) until their game ends, then gives them their exact
+outcome target: every ply trains, as in AlphaZero. The older alternatives:
+`value_targets(traj)` alone leaves them out (`valid` False), and
 `value_targets(..., bootstrap=True)` gives them the search's value at the window's end.
 
 With a deterministic env (`env.deterministic`) the network is not called again at the root
@@ -197,3 +201,64 @@ def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = Fal
           traj.root_value.astype(jnp.float32), last)
     _, (targets, valid) = jax.lax.scan(body, init, xs, reverse=True)
     return targets, valid
+
+
+class Pending(NamedTuple):
+    """Plies of games still running, waiting for their outcome; batch-major, right-aligned.
+
+    Game b's pending plies, oldest first, are `traj[b, L - length[b]:]`, and its game goes
+    on in the next window; the slots before them hold stale data and are never read.
+    """
+
+    traj: Trajectory  # leaves [B, L, ...]
+    length: jax.Array  # int32[B]  plies pending per game (0..L)
+
+
+def init_pending(env, batch: int, max_length: int) -> Pending:
+    """An empty `Pending` for `batch` games of `env`, up to `max_length` plies each."""
+    def zeros(*shape, dtype=jnp.float32):
+        return jnp.zeros((batch, max_length, *shape), dtype)
+
+    traj = Trajectory(
+        observation=zeros(*env.observation_shape, dtype=env.observation_dtype),
+        policy=zeros(env.num_actions), legal_mask=zeros(env.num_actions, dtype=jnp.bool_),
+        player=zeros(dtype=jnp.int32), reward=zeros(), done=zeros(dtype=jnp.bool_),
+        next_player=zeros(dtype=jnp.int32), root_value=zeros())
+    return Pending(traj, jnp.zeros(batch, jnp.int32))
+
+
+def settle_pending(pending: Pending, traj: Trajectory, discount: float = 1.0):
+    """Joins one window to the plies pending before it; every ply whose game has ended
+    gets its exact outcome target, the plies of games still running stay pending.
+
+    Each game's pending plies go in front of its window plies, giving a timeline of
+    L + T plies per game (`pending` holds the plies that directly precede the window, and
+    `selfplay` continues the same games), and `value_targets` runs over it: a game may end,
+    restart and end again inside the window. The running tail of each game after its last
+    end becomes the new pending store. A tail longer than L (a game longer than
+    `max_length`) keeps its newest L plies; the older ones are dropped and counted.
+
+    Args:
+      pending: leaves [B, L, ...], from `init_pending` or the previous call.
+      traj: the window, leaves [T, B, ...] (`selfplay`'s output).
+      discount: gamma per ply, as in `value_targets`.
+    Returns:
+      (timeline Trajectory [L + T, B, ...], targets float32[L + T, B],
+       valid bool[L + T, B] (the plies that get their target now, each once),
+       the new Pending, dropped int32[B] (plies that will never get a target)).
+    """
+    max_length = pending.traj.player.shape[1]
+    num_plies = traj.player.shape[0]
+    timeline = jax.tree.map(
+        lambda p, x: jnp.concatenate([jnp.swapaxes(p, 0, 1), x.astype(p.dtype)]),
+        pending.traj, traj)  # [L + T, B, ...]
+    first = max_length - pending.length  # int32[B]: each game's oldest pending slot
+    present = jnp.arange(max_length + num_plies)[:, None] >= first[None, :]  # bool[L + T, B]
+    # Slots before `first` are stale: they come before (in time) all of the game's real
+    # plies, so the reverse scan never carries anything from them into a real one.
+    targets, ended = value_targets(timeline, discount)
+    valid = present & ended
+    tail = (present & ~ended).sum(0, dtype=jnp.int32)  # int32[B]: the running game's plies
+    length = jnp.minimum(tail, max_length)
+    new = Pending(jax.tree.map(lambda x: jnp.swapaxes(x[num_plies:], 0, 1), timeline), length)
+    return timeline, targets, valid, new, tail - length

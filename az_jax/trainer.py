@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +51,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
         "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
         "eval.every": 0, "eval.num_games": 1, "eval.num_simulations": 1,
-        "eval.opening_plies": 0}
+        "eval.opening_plies": 0, "selfplay.max_game_length": 0}
     floats = {  # name: (low, high, low allowed)
         "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
         "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
@@ -58,8 +59,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.dirichlet_alpha": (0.0, math.inf, False),
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
-    bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
-             "checkpoint.restart", "log.tensorboard", "log.progress")
+    bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
+             "checkpoint.save_replay", "checkpoint.restart", "log.tensorboard", "log.progress")
+    # Fields that configs saved before they existed lack (absent; opening_plies: or None).
+    optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length",
+                "checkpoint.restart")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES, "network.head": network.HEADS}
 
@@ -68,10 +72,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         node = config.get(group)
         return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
 
+    def absent(name):  # an optional field of an older config (eval.opening_plies: or None)
+        group, field = name.split(".")
+        node = config.get(group)
+        return name in optional and (not isinstance(node, ml_collections.ConfigDict)
+                                     or field not in node
+                                     or (name == "eval.opening_plies" and get(name) is None))
+
     integers = True  # the arithmetic further down needs them
     for name, low in ints.items():
         v = get(name)
-        if v is None and name == "eval.opening_plies":  # optional
+        if absent(name):
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             problems.append(f"{name}={v!r} must be an integer")
@@ -90,6 +101,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
                                                              if high < math.inf else "")
             problems.append(f"{name}={v!r} must be a finite number {bounds}")
     for name in bools:
+        if absent(name):
+            continue
         if not isinstance(get(name), bool):
             problems.append(f"{name}={get(name)!r} must be True or False")
     for name, accepted in choices.items():
@@ -127,13 +140,15 @@ def check_memory(setup, devices) -> None:
     """Refuses a replay buffer that cannot fit, before anything is allocated or compiled.
 
     The buffer is the one allocation that grows with the config alone (capacity x position
-    size). It must fit in 80% of one device's memory (`bytes_limit` on GPU/TPU), or on a
-    CPU, where the devices share the host's memory, all the buffers in 80% of the RAM.
+    size), next to the pending plies (batch_size x L positions, `pending_length`). They
+    must fit in 80% of one device's memory (`bytes_limit` on GPU/TPU), or on a CPU, where
+    the devices share the host's memory, all of them in 80% of the RAM.
 
     Raises:
       ValueError: "invalid config: ..." naming `replay.capacity` and the largest that fits.
     """
     capacity = int(setup.config.replay.capacity)
+    pending = int(setup.config.selfplay.batch_size) * setup.pending_length  # positions
     per_position = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
                        for x in jax.tree.leaves(replay.example_sample(setup.env)))
     device = next((d for d in devices if d.process_index == jax.process_index()), devices[0])
@@ -143,21 +158,23 @@ def check_memory(setup, devices) -> None:
         stats = {}
     if "bytes_limit" in stats:
         limit, where = int(stats["bytes_limit"]), f"one {device.device_kind}"
-        need = capacity // len(devices) * per_position
-        largest = int(0.8 * limit) // per_position * len(devices)
+        need = (capacity + pending) // len(devices) * per_position
+        largest = int(0.8 * limit) // per_position * len(devices) - pending
     else:
         try:
             limit, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host"
         except (ValueError, OSError, AttributeError):  # not a POSIX host: no check
             return
-        need = capacity * per_position // jax.process_count()  # this process's share
-        largest = int(0.8 * limit) // per_position * jax.process_count()
+        need = (capacity + pending) * per_position // jax.process_count()  # this process's
+        largest = int(0.8 * limit) // per_position * jax.process_count() - pending
     if need > 0.8 * limit:
         gib = 2**30
         raise ValueError(
             f"invalid config:\n  replay.capacity={capacity} needs {need / gib:.1f} GiB for the "
             f"replay buffer ({per_position} bytes per position) but {where} has "
-            f"{limit / gib:.1f} GiB; lower replay.capacity to at most {largest}")
+            f"{limit / gib:.1f} GiB; lower replay.capacity to at most {max(largest, 0)}"
+            + (f" (the {pending} pending plies, selfplay.batch_size x max_game_length, take "
+               "their share)" if pending else ""))
 
 
 def num_shards(config: ml_collections.ConfigDict, num_devices: int) -> int:
@@ -193,6 +210,48 @@ def validate_sharding(config: ml_collections.ConfigDict, num_devices: int) -> li
     return problems
 
 
+def targets_mode(config: ml_collections.ConfigDict) -> str:
+    """How the plies of games still running at a window's end are trained.
+
+    "pending" (`selfplay.pending`, the default): they wait on the device until their game
+    ends, then get their exact outcome; "bootstrap" (`selfplay.bootstrap`, which takes
+    precedence): n-step targets from the window's last root value; "drop": left out.
+    Configs saved before `selfplay.pending` existed read as its default, True.
+    """
+    if config.selfplay.bootstrap:
+        return "bootstrap"
+    return "pending" if config.selfplay.get("pending", True) else "drop"
+
+
+def pending_length(config: ml_collections.ConfigDict, env) -> int:
+    """L, the plies kept pending per game: `selfplay.max_game_length`, or when 0 (the
+    default) the env's longest game; 0 when the run does not keep plies pending.
+
+    Raises:
+      ValueError: pending plies with an env that does not bound its games and no
+        `selfplay.max_game_length`.
+    """
+    if targets_mode(config) != "pending":
+        return 0
+    length = config.selfplay.get("max_game_length", 0) or env.max_game_length
+    if not length:
+        raise ValueError(
+            f"invalid config:\n  selfplay.max_game_length=0 but {env.id} does not say how "
+            "long its games can be; set --config.selfplay.max_game_length=N (plies kept "
+            "per running game; older plies of longer games are dropped) or "
+            "--config.selfplay.pending=False")
+    return int(length)
+
+
+class Games(NamedTuple):
+    """The self-play games in progress, sharded on the batch dimension like any game."""
+
+    states: Any  # envs.State, leaves [B, ...]
+    # With targets_mode "pending": the plies of each game still waiting for its outcome,
+    # leaves [B, L, ...] (see `selfplay.Pending`); else None.
+    pending: selfplay.Pending | None
+
+
 class Setup:
     """Everything static about a run, built once from the config.
 
@@ -212,14 +271,19 @@ class Setup:
         self.shards = num_shards(config, self.mesh.size)
         # Each logical shard keeps capacity / S positions of its own games.
         self.buffer = replay.ReplayBuffer(config.replay.capacity // self.shards, self.env)
+        self.pending_length = pending_length(config, self.env)  # L (0: none kept)
 
     def initial(self, key):
-        """(train_state, games, buffer_state) for a fresh run. The key is consumed."""
+        """(train_state, games, buffer_state) for a fresh run; `games` is a `Games`, with
+        nothing pending yet. The key is consumed."""
         k_net, k_games = jax.random.split(key)
         variables = network.init_variables(self.net, self.env, k_net)
         train_state = learner.init_train_state(variables, self.tx)
-        games = jax.vmap(self.env.init)(
-            jax.random.split(k_games, self.config.selfplay.batch_size))
+        batch = self.config.selfplay.batch_size
+        games = Games(jax.vmap(self.env.init)(jax.random.split(k_games, batch)), None)
+        if self.pending_length:
+            games = games._replace(
+                pending=selfplay.init_pending(self.env, batch, self.pending_length))
         example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
@@ -233,7 +297,7 @@ def make_steps(setup: Setup):
 
     Returns:
       play(variables, games, buffer_state, key) -> (games, buffer_state, counts): one
-        self-play window, value targets, replay writes; and
+        self-play window, value targets (`targets_mode`), replay writes; and
       learn_step(train_state, buffer_state, key) -> (train_state, metrics): one gradient step
         on a batch sampled from the replay.
 
@@ -263,16 +327,25 @@ def make_steps(setup: Setup):
     def local_shard_ids():  # int32[S_local], global indices of this device's shards
         return jax.lax.axis_index(DATA) * local_shards + jnp.arange(local_shards)
 
+    mode = targets_mode(c)
+
     def play_shard(variables, games, buffer_state, key, shard):
         game_ids = shard * shard_games + jnp.arange(shard_games, dtype=jnp.int32)
-        traj, games = selfplay.selfplay(
-            setup.search, setup.env, variables, games, key,
+        traj, states = selfplay.selfplay(
+            setup.search, setup.env, variables, games.states, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids)
-        targets, valid = selfplay.value_targets(traj, c.search.discount, c.selfplay.bootstrap)
-        samples, valid_flat = replay.flatten_trajectory(traj, targets, valid)
+        if mode == "pending":  # pending plies first, then the window: [L + T, B]
+            timeline, targets, valid, pending, dropped = selfplay.settle_pending(
+                games.pending, traj, c.search.discount)
+            waiting = pending.length.sum()
+        else:
+            targets, valid = selfplay.value_targets(traj, c.search.discount, mode == "bootstrap")
+            timeline, pending, dropped, waiting = traj, None, ~valid, jnp.zeros((), jnp.int32)
+        samples, valid_flat = replay.flatten_trajectory(timeline, targets, valid)
         buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
-        return games, buffer_state, _selfplay_counts(traj, valid)
+        counts = _selfplay_counts(traj, valid, waiting, dropped)
+        return Games(states, pending), buffer_state, counts
 
     @functools.partial(shard_map, in_specs=(P(), P(DATA), buf_spec, P()),
                        out_specs=(P(DATA), buf_spec, P()))
@@ -377,8 +450,10 @@ def _iteration_metrics(m: dict, ready, counts: dict, filled, c) -> dict:
     return metrics
 
 
-def _selfplay_counts(traj: selfplay.Trajectory, valid) -> dict:
-    """Sums over the games that ended in this window (psum-able)."""
+def _selfplay_counts(traj: selfplay.Trajectory, valid, pending, dropped) -> dict:
+    """Sums over one shard's window (psum-able): the games that ended, and where the plies
+    went. `valid` marks the plies written to the replay, `pending` (int32[]) counts those
+    still waiting for their game's end, `dropped` marks those that never get a target."""
     done = traj.done
     first_won = (traj.reward > 0) == (traj.player == 0)
     return {
@@ -386,7 +461,9 @@ def _selfplay_counts(traj: selfplay.Trajectory, valid) -> dict:
         "moves": jnp.asarray(done.size, jnp.int32),
         "first_player_wins": (done & (traj.reward != 0) & first_won).sum(),
         "draws": (done & (traj.reward == 0)).sum(),
-        "valid_positions": valid.sum(),
+        "plies_added": valid.sum(dtype=jnp.int32),
+        "plies_pending": pending,
+        "plies_dropped": dropped.sum(dtype=jnp.int32),
         "root_value_abs": jnp.abs(traj.root_value).sum(),
     }
 
@@ -398,7 +475,9 @@ def _selfplay_stats(counts: dict) -> dict:
         "moves": counts["moves"],
         "first_player_win_rate": counts["first_player_wins"] / n_done,
         "draw_rate": counts["draws"] / n_done,
-        "valid_positions": counts["valid_positions"],
+        "plies_added": counts["plies_added"],
+        "plies_pending": counts["plies_pending"],
+        "plies_dropped": counts["plies_dropped"],
         "root_value_abs": counts["root_value_abs"] / jnp.maximum(counts["moves"], 1),
     }
 
@@ -458,11 +537,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     run_key = jax.random.PRNGKey(config.seed)
     init_key, loop_key = jax.random.split(run_key)
     train_state, games, buffer_state = setup.initial(init_key)
-    target = {"train_state": train_state, "games": games, "best_params": train_state.params,
-              "best_batch_stats": train_state.batch_stats}
+    target = {"train_state": train_state, "games": games.states,
+              "best_params": train_state.params, "best_batch_stats": train_state.batch_stats,
+              **_pending_item(games)}
     start = 0
     restored = ckpt.restore_latest(mngr, target, buffer_state if config.checkpoint.save_replay
-                                   else None, optional=("best_batch_stats",))
+                                   else None, optional=("best_batch_stats", "pending"))
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
             raise runs.RunMismatch(
@@ -474,7 +554,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if restored is not None:
         step, state, buf, meta = restored
         ckpt.check_env(meta, env, workdir)
-        train_state, games = state["train_state"], state["games"]
+        # A checkpoint without pending plies (older, or saved without them) starts empty.
+        train_state = state["train_state"]
+        games = Games(state["games"], state.get("pending", games.pending))
         # The best network (evaluation, gating). Checkpoints written before its batch
         # statistics were saved lend it the current ones.
         best = {"params": state["best_params"],
@@ -535,8 +617,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                 moves_s=f"{m['moves_per_s']:.0f}", loss=f"{m['loss']:.3f}")
             final = it + 1 == config.train.num_iterations
             if (it + 1) % config.checkpoint.every == 0 or final or stop.requested:
-                state = {"train_state": train_state, "games": games,
-                         "best_params": best["params"], "best_batch_stats": best["batch_stats"]}
+                state = {"train_state": train_state, "games": games.states,
+                         "best_params": best["params"], "best_batch_stats": best["batch_stats"],
+                         **_pending_item(games)}
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
                 if is_writer:
@@ -565,6 +648,11 @@ def _move_aside(workdir: str, why: str, is_writer: bool) -> None:
         multihost_utils.sync_global_devices("az_jax: workdir moved aside")
 
 
+def _pending_item(games: Games) -> dict:
+    """The checkpoint item of the pending plies ({} when the run keeps none)."""
+    return {} if games.pending is None else {"pending": games.pending}
+
+
 def _summary(m: dict) -> str:
     parts = [f"it {int(m['iteration']):4d}", f"{m['seconds']:.1f}s",
              f"games/s {m['games_per_s']:.0f}", f"moves/s {m['moves_per_s']:.0f}"]
@@ -574,6 +662,8 @@ def _summary(m: dict) -> str:
     else:
         parts.append(f"filling replay {int(m['buffer_size'])}")
     parts.append(f"p1win {m['first_player_win_rate']:.2f} draw {m['draw_rate']:.2f}")
+    if m.get("moves"):  # plies written to the replay per ply played (pending: can pass 100%)
+        parts.append(f"added {m['plies_added'] / m['moves']:.0%}")
     for k in sorted(m):
         if k.startswith("eval/") and k.endswith("/score"):
             parts.append(f"{k[5:-6]} {m[k]:.2f}")

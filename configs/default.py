@@ -41,10 +41,17 @@ def get_config() -> ml_collections.ConfigDict:
     c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)
     c.selfplay.num_plies = 32  # plies per game per iteration (games carry over)
     c.selfplay.temperature_plies = 8  # plies from each game's start played by sampling
-    # Plies of games still running when the window of num_plies ends: False leaves them out
-    # of the replay buffer (outcome targets only, AlphaZero); True keeps them, with value
-    # targets bootstrapped from the search value at the window's end (n-step, as MuZero).
-    # Games much longer than num_plies lose most of their plies without it.
+    # Plies of games still running when the window of num_plies ends wait on the device
+    # until their game ends, then enter the replay buffer with their exact outcome target
+    # (AlphaZero: every ply trains). False (with bootstrap False) leaves them out instead:
+    # games much longer than num_plies then lose most of their plies.
+    c.selfplay.pending = True
+    # Plies kept pending per running game (memory: batch_size x this many positions);
+    # 0 = the env's longest game (env.max_game_length). Older plies of longer games are
+    # dropped (metric plies_dropped).
+    c.selfplay.max_game_length = 0
+    # True: plies of running games get value targets bootstrapped from the search value at
+    # the window's end (n-step, as MuZero) instead of waiting (takes precedence over pending).
     c.selfplay.bootstrap = False
 
     c.replay = ml_collections.ConfigDict()

@@ -39,6 +39,7 @@ class Connect4(core.Env):
     observation_shape = (ROWS, COLS, 3)
     observation_dtype = jnp.bool_
     deterministic = True
+    max_game_length = ROWS * COLS  # the board fills up
     side_names = ("X", "O")
     move_help = "a column number 1-7"
     legend = "the last stone is in parentheses"

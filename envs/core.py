@@ -100,6 +100,15 @@ class Env(abc.ABC):
     # leave it False. `envs.testing.api_test` checks it.
     deterministic: bool = False
 
+    @property
+    def max_game_length(self) -> int | None:
+        """The most plies one game can last, or None if the game does not bound it.
+
+        Self-play keeps up to this many plies of a running game waiting for its outcome.
+        By default `max_steps`; a game with a natural bound (a full board) says so.
+        """
+        return self.max_steps
+
     # ------------------------------------------------------------------ pure API
     def init(self, key: Array) -> State:
         """Initial state of one game. The key is consumed (games may ignore it)."""

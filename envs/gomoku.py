@@ -75,6 +75,10 @@ class Gomoku(core.Env):
     def params(self):
         return {"size": self.size, "rule": self.rule}
 
+    @property
+    def max_game_length(self) -> int:
+        return self.num_actions  # the board fills up
+
     def _init(self, key):
         del key
         game = Game(board=jnp.full(self.num_actions, _EMPTY, jnp.int8), last=jnp.int32(-1))

@@ -31,6 +31,10 @@ def _pgx():
 
 # pgx games with chance (dice, dealt cards, random tiles): their states depend on the keys.
 _CHANCE = frozenset({"2048", "backgammon", "kuhn_poker", "leduc_holdem", "sparrow_mahjong"})
+# The longest game of pgx games with a known bound (plies): full boards (hex: plus its swap
+# move) and pgx's move limits (MAX_TERMINATION_STEPS). Go reads its own limit.
+_MAX_GAME_LENGTH = {"connect_four": 42, "tic_tac_toe": 9, "hex": 11 * 11 + 1, "chess": 512,
+                    "shogi": 512, "gardner_chess": 256, "animal_shogi": 256}
 
 
 class PgxEnv(core.Env):
@@ -62,6 +66,15 @@ class PgxEnv(core.Env):
     @property
     def params(self):
         return {}
+
+    @property
+    def max_game_length(self) -> int | None:
+        """pgx's bound where known (go: its `max_termination_steps`), else None: set
+        `selfplay.max_game_length` in the config then."""
+        if self.pgx_id in _MAX_GAME_LENGTH:
+            return _MAX_GAME_LENGTH[self.pgx_id]
+        limit = getattr(getattr(self._env, "_game", None), "max_termination_steps", None)
+        return int(limit) if limit else None
 
     def _wrap(self, s, first, prev=None):
         ours = jnp.where(s.current_player == first, 0, 1).astype(jnp.int32)

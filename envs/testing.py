@@ -37,6 +37,8 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
     assert isinstance(env.id, str) and env.id, "env.id must be a non-empty string"
     assert isinstance(env.num_actions, int) and env.num_actions > 0
     assert env.num_players == 2
+    longest = env.max_game_length
+    assert longest is None or (isinstance(longest, int) and longest > 0), longest
 
     # --- init under jit and vmap, dtypes and shapes
     key, sub = jax.random.split(key)
@@ -72,6 +74,9 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
         prev = state
         state = step(state, action, jax.random.split(k_step, B))
         _check_transition(env, prev, action, state, use_illegal)
+        if env.max_game_length is not None:
+            assert np.all(state.done | (state.step_count < env.max_game_length)), (
+                f"a game reached env.max_game_length={env.max_game_length} plies unfinished")
         saw_done |= bool(np.any(state.done))
         if np.all(state.done):
             break

@@ -35,6 +35,7 @@ class TicTacToe(core.Env):
     observation_shape = (3, 3, 3)
     observation_dtype = jnp.bool_
     deterministic = True
+    max_game_length = 9  # the board fills up
     side_names = ("X", "O")
     move_help = "a cell: column letter and row number (A1..C3), or 1-9 in reading order"
 

@@ -5,6 +5,7 @@ the checkpoint holds the iteration, RNG stream, games in progress and replay con
 orbax only ever exposes complete checkpoints.
 """
 
+import json
 import os
 import random
 import shutil
@@ -150,8 +151,9 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_itera
     setup = trainer.Setup(c)
     init_key, _ = jax.random.split(jax.random.PRNGKey(c.seed))  # as the trainer splits it
     train_state, games, _ = setup.initial(init_key)
-    target = {"train_state": train_state, "games": games, "best_params": train_state.params,
-              "best_batch_stats": train_state.batch_stats}
+    target = {"train_state": train_state, "games": games.states,
+              "best_params": train_state.params, "best_batch_stats": train_state.batch_stats,
+              "pending": games.pending}
     mngr = checkpoint.manager(tmp_path)
     step, state, _, meta = checkpoint.restore_latest(mngr, target)
     assert step == 2
@@ -162,14 +164,24 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_itera
                                   flat(train_state.batch_stats))
     assert not np.array_equal(flat(state["train_state"].batch_stats),
                               flat(train_state.batch_stats))
-    # An old-layout checkpoint 3: no best_batch_stats.
+    # The plies of the games still running were saved with them.
+    length = np.asarray(state["pending"].length)
+    np.testing.assert_array_equal(length, np.asarray(state["games"].step_count))
+    assert length.any()
+    # Every ply played went to the replay, or is pending (the metrics of both iterations).
+    rows = [json.loads(x) for x in (two_iterations / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["plies_pending"] == length.sum()
+    assert sum(r["plies_added"] + r["plies_dropped"] for r in rows) + length.sum() == sum(
+        r["moves"] for r in rows)
+    # An old-layout checkpoint 3: no best_batch_stats, no pending plies.
     old = {k: state[k] for k in ("train_state", "games", "best_params")}
     checkpoint.save(mngr, 3, old, dict(meta, iteration=3))
     with pytest.warns(UserWarning, match="skipping checkpoint 3"):  # today's layout only
         assert checkpoint.restore_latest(mngr, target)[0] == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # "skipping checkpoint 3" would raise
-        assert checkpoint.restore_latest(mngr, target, optional=("best_batch_stats",))[0] == 3
+        optional = ("best_batch_stats", "pending")
+        assert checkpoint.restore_latest(mngr, target, optional=optional)[0] == 3
         c.train.num_iterations = 4
         trainer.train_and_evaluate(c, str(tmp_path))
     assert _complete_steps(tmp_path)[-1] == 4

@@ -185,11 +185,12 @@ def test_unknown_fields_are_named():
             train.parse_flags(["train.py", arg], flags.FlagValues())
 
 
-_BOOLS = ["selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
-          "log.tensorboard", "log.progress"]
+_BOOLS = ["selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
+          "checkpoint.save_replay", "log.tensorboard", "log.progress"]
 # Fields validate_config checks, with the values they take on the command line and others
 # (a config built in Python may hold any type).
 _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_plies",
+            "selfplay.max_game_length",
             "train.batch_size", "train.updates_per_iteration", "train.num_iterations",
             "train.warmup_steps", "train.learning_rate", "train.weight_decay",
             "train.max_grad_norm", "train.value_weight", "train.optimizer", "train.schedule",

@@ -71,9 +71,12 @@ def _worker(out_dir: str) -> None:
     # parameters on all of them.
     setup = trainer.Setup(config, devices)
     train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
-    report["games_devices"] = len(games.observation.sharding.device_set)
-    report["games_shard_shape"] = list(games.observation.addressable_shards[0].data.shape)
-    report["games_shape"] = list(games.observation.shape)
+    report["games_devices"] = len(games.states.observation.sharding.device_set)
+    report["games_shard_shape"] = list(games.states.observation.addressable_shards[0].data.shape)
+    report["games_shape"] = list(games.states.observation.shape)
+    pending = games.pending.traj.observation  # [B, L, ...]: split like the games
+    report["pending_devices"] = len(pending.sharding.device_set)
+    report["pending_shard_shape"] = list(pending.addressable_shards[0].data.shape)
     report["buffer_devices"] = len(buffer.data.observation.sharding.device_set)
     report["buffer_shard_shape"] = list(buffer.data.observation.addressable_shards[0].data.shape)
     report["buffer_shape"] = list(buffer.data.observation.shape)
@@ -126,6 +129,8 @@ def test_games_and_replay_are_sharded(result):
     report, _, _ = result
     assert report["games_devices"] == 4
     assert report["games_shard_shape"][0] * 4 == report["games_shape"][0]
+    assert report["pending_devices"] == 4
+    assert report["pending_shard_shape"][:2] == [report["games_shard_shape"][0], 9]
     assert report["buffer_devices"] == 4
     # Replay: [shards, capacity / shards, ...], one shard of the 4 on each device.
     assert report["buffer_shape"][:2] == [4, 64]
