@@ -142,6 +142,7 @@ def gomoku9(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow
 def test_evaluate_tactics(gomoku9, capsys):
     code = evaluate.main(["--workdir", str(gomoku9), "--tactics", str(SUITES[9]),
                           "--tactics-limit", "3", "--sims", "2,3", "--quiet", "--no-plots",
