@@ -35,7 +35,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
 Each match plays --games games, half with each colour; the score is (W + D/2) / games with
 a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
 Exit status 2 with a one-line error for bad input (unknown opponent, missing workdir,
-checkpoint of another game, malformed solver file)."""
+checkpoint of another game, malformed solver file, a tactics suite of another board
+size or with a bad line)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
