@@ -351,7 +351,7 @@ class _Games:
         self.step = jax.jit(jax.vmap(env.step))
         self.restored = restored
         self._policy = None
-        self._search = {}
+        self._search = None
 
     def policy_logits(self, states):
         import jax
@@ -366,10 +366,10 @@ class _Games:
     def search_actions(self, states, sims: int, key):
         from az_jax import search as search_lib
 
-        if sims not in self._search:
-            self._search[sims] = search_lib.make_search(self.env, self.restored.net,
-                                                        self.restored.config.search)
-        out = search_lib.jit_search(self._search[sims], self.restored.variables, states, key,
+        if self._search is None:
+            self._search = search_lib.make_search(self.env, self.restored.net,
+                                                  self.restored.config.search)
+        out = search_lib.jit_search(self._search, self.restored.variables, states, key,
                                     evaluation=False, num_simulations=sims)
         return np.asarray(out.action)
 
