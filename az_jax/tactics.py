@@ -503,6 +503,10 @@ def make(size: int, out, sources: Sequence[str], games_per_source: int, per_cate
     write(out, header, chosen)
     counts = {c: sum(p.category == c for p in chosen) for c in gt.CATEGORIES}
     print(f"wrote {out}: {counts}")
+    short = [c for c, k in counts.items() if k < per_category]
+    if short:
+        print(f"warning: fewer than {per_category} positions for {', '.join(short)}: play more "
+              f"games (--games) or take more per game (--per-game)", flush=True)
     return counts
 
 
