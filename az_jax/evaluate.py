@@ -4,8 +4,10 @@ ladder, the Connect4 solver benchmark and PNG plots.
     python -m az_jax.evaluate --workdir runs/c4
     python -m az_jax.evaluate --workdir runs/c4 --games 200 --sims 64 \\
         --against random,mcts-rollout:800,checkpoint:latest-5 --solver-set c4_positions.txt
-    python -m az_jax.evaluate --model connect4 --against '' --sims 64 \
+    python -m az_jax.evaluate --model connect4 --against '' --sims 64 \\
         --solver-set tests/data/connect4        # the nine stratified sets, one table
+    python -m az_jax.evaluate --model gomoku_15x15 \\
+        --tactics tests/data/gomoku_tactics_15x15.jsonl --sims 64,400
 
 The network, its game and its config are restored from the workdir (the newest checkpoint,
 or --checkpoint). Results are added to <workdir>/elo.json (shared with the trainer) and the
@@ -44,7 +46,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
 Each match plays --games games, half with each colour; the score is (W + D/2) / games with
 a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
 Exit status 2 with a one-line error for bad input (unknown opponent, missing workdir,
-checkpoint of another game, malformed solver file)."""
+checkpoint of another game, malformed solver file, a tactics suite of another board
+size or with a bad line)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,15 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "'' plays no match (e.g. for the solver benchmark alone)")
     p.add_argument("--games", type=int, default=None,
                    help="games per opponent, even (default: the run's eval.num_games)")
-    p.add_argument("--sims", type=int, default=None,
+    p.add_argument("--sims", type=_sims, default=None,
                    help="search simulations of the network under test and of checkpoint "
-                        "opponents (default: the run's eval.num_simulations)")
+                        "opponents (default: the run's eval.num_simulations); with "
+                        "--tactics a comma-separated list, e.g. 64,400")
     p.add_argument("--checkpoint", type=int, default=None, metavar="STEP",
                    help="the iteration to evaluate (default: the newest checkpoint)")
     p.add_argument("--solver-set", action="append", default=[], metavar="FILE",
                    help="Connect4 solver benchmark file, or a directory of them such as "
                         "the stratified sets tests/data/connect4 (repeatable); see "
                         "az_jax/solver_bench.py for the format")
+    p.add_argument("--tactics", default=None, metavar="FILE",
+                   help="Gomoku tactics suite (.jsonl, see az_jax/tactics.py): solve rate per "
+                        "category, network alone and with search at each --sims; plays no "
+                        "match unless --against is given")
+    p.add_argument("--tactics-limit", type=int, default=None, metavar="N",
+                   help="only the first N positions of each tactics category")
     p.add_argument("--opening-plies", type=int, default=None,
                    help="random plies at the start of each pair of games (default 2)")
     p.add_argument("--batch-size", type=int, default=256,
@@ -78,6 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _sims(text: str) -> list[int]:
+    """'64' or '64,400' -> [64, 400] (argparse type)."""
+    try:
+        sims = [int(t) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count or a comma-separated list "
+                                         f"of counts, e.g. 64,400") from None
+    if not sims or min(sims) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: simulation counts must be >= 1")
+    return sims
 
 
 def format_results(results, header: str = "") -> str:
@@ -111,10 +133,21 @@ def run(args) -> None:
     from az_jax import arena, external
 
     opponents = external.parse_opponents(args.against) if args.against is not None else None
+    suite = None
+    if args.tactics is not None:
+        from az_jax import tactics
+
+        suite = tactics.load(args.tactics)  # a bad file fails before anything is restored
+        if opponents is None:
+            opponents = []
+        if args.tactics_limit is not None and args.tactics_limit < 1:
+            raise ValueError(f"--tactics-limit={args.tactics_limit} must be >= 1")
+    sims_list = args.sims or []
+    if len(sims_list) > 1 and (opponents is None or opponents):
+        raise ValueError(f"--sims={','.join(map(str, sims_list))}: matches take one count; "
+                         f"a list is for --tactics (pass --against '' to play no match)")
     if args.games is not None and args.games < 2:
         raise ValueError(f"--games={args.games}: play at least 2 games")
-    if args.sims is not None and args.sims < 1:
-        raise ValueError(f"--sims={args.sims} must be >= 1")
     if args.opening_plies is not None and args.opening_plies < 0:
         raise ValueError(f"--opening-plies={args.opening_plies} must be >= 0")
     if args.batch_size < 2:
@@ -136,9 +169,11 @@ def run(args) -> None:
     if sets and env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")
+    if suite is not None:
+        tactics.check_env(suite, env, where=args.tactics)
     if opponents is None:
         opponents = external.parse_opponents(config.eval.opponents)
-    sims = int(args.sims or config.eval.num_simulations)
+    sims = int(sims_list[0] if sims_list else config.eval.num_simulations)
     games = int(args.games or config.eval.num_games)
     opening = (args.opening_plies if args.opening_plies is not None
                else config.eval.get("opening_plies", arena.DEFAULT_OPENING_PLIES))
@@ -202,6 +237,11 @@ def run(args) -> None:
               "outcome than the best):")
         print(solver_bench.format_rows(rows) if len(sets) == 1
               else solver_bench.format_table(rows))
+
+    if suite is not None:
+        tactics.run_cli(suite, args.tactics, restored, sims_list or [sims],
+                        jax.random.fold_in(key, 888_888), batch_size=args.batch_size,
+                        limit=args.tactics_limit, progress=not args.quiet)
 
     if not args.no_plots:
         paths = plots.write_training_plots(workdir)

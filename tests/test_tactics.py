@@ -1,0 +1,171 @@
+"""The Gomoku tactics suite (az_jax/tactics.py): the shipped files, file errors, the generator,
+and `evaluate --tactics` on a tiny untrained checkpoint."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from az_jax import checkpoint as ckpt
+from az_jax import evaluate, tactics, trainer
+from envs import gomoku_tactics as gt
+from tests.tiny import tiny_training
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = {9: ROOT / "tests" / "data" / "gomoku_tactics_9x9.jsonl",
+          15: ROOT / "tests" / "data" / "gomoku_tactics_15x15.jsonl"}
+
+
+@pytest.mark.parametrize("size", [9, 15])
+def test_shipped_suite(size):
+    """At least 200 positions per category, no two the same under the 8 symmetries, small,
+    with its recipe, from several sources; a sample re-labelled by the solver (itself checked
+    against the env in test_gomoku_tactics.py) gives the same category and answers."""
+    path = SUITES[size]
+    assert path.stat().st_size < 600_000
+    suite = tactics.load(path)
+    assert (suite.size, suite.rule) == (size, "freestyle")
+    assert suite.header["recipe"]["sources"] and "make" in suite.header["command"]
+    counts = {c: sum(p.category == c for p in suite.positions) for c in gt.CATEGORIES}
+    assert min(counts.values()) >= 200, counts
+    keys = {gt.canonical_key(*gt.board_from_moves(p.moves, size)) for p in suite.positions}
+    assert len(keys) == len(suite.positions)
+    assert len({p.source for p in suite.positions}) >= 4
+    rng = np.random.default_rng(size)
+    for cat in gt.CATEGORIES:
+        group = [p for p in suite.positions if p.category == cat]
+        for i in rng.choice(len(group), 4, replace=False):
+            p = group[i]
+            board, player = gt.board_from_moves(p.moves, size)
+            t = gt.classify(board, player, suite.rule)
+            assert t is not None and t.category == cat, p
+            assert tuple(np.flatnonzero(t.answers)) == p.answers, p
+
+
+def _suite_file(tmp_path, lines, header=None):
+    header = header or {"format": tactics.FORMAT, "version": 1, "env": "gomoku", "size": 9,
+                        "rule": "freestyle"}
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join([json.dumps(header), *lines]) + "\n")
+    return path
+
+
+GOOD = '{"moves":[40,0],"to_move":"black","category":"win_in_one","answers":[41]}'
+BAD_LINES = {
+    "not json": ("{moves", "s.jsonl:3: not JSON"),
+    "missing": ('{"moves":[]}', "s.jsonl:3: missing to_move, category, answers"),
+    "off board": ('{"moves":[81],"to_move":"white","category":"vcf3","answers":[1]}',
+                  "action 81, off the board"),
+    "occupied": ('{"moves":[4,4],"to_move":"black","category":"vcf3","answers":[1]}',
+                 "s.jsonl:3: move 2: action 4 is on an occupied point"),
+    "side": ('{"moves":[4],"to_move":"black","category":"vcf3","answers":[1]}',
+             "to_move 'black' but 1 moves were played: white is to move"),
+    "category": ('{"moves":[],"to_move":"black","category":"fork","answers":[1]}',
+                 "unknown category 'fork'"),
+    "answer": ('{"moves":[4],"to_move":"white","category":"vcf3","answers":[4]}',
+               "answer 4 is an occupied point"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LINES))
+def test_bad_lines_name_file_and_line(tmp_path, case):
+    text, message = BAD_LINES[case]
+    with pytest.raises(ValueError, match="s.jsonl:3: ") as e:
+        tactics.load(_suite_file(tmp_path, [GOOD, text]))
+    assert message in str(e.value)
+
+
+def test_bad_header_and_mismatched_env(tmp_path):
+    with pytest.raises(ValueError, match="s.jsonl:1: not a tactics suite"):
+        tactics.load(_suite_file(tmp_path, [GOOD], header={"format": "other"}))
+    with pytest.raises(ValueError, match="header needs env gomoku and an int size"):
+        tactics.load(_suite_file(tmp_path, [GOOD], header={
+            "format": tactics.FORMAT, "version": 1, "env": "gomoku", "size": 30,
+            "rule": "freestyle"}))
+    suite = tactics.load(_suite_file(tmp_path, [GOOD]))
+    import envs
+
+    with pytest.raises(ValueError, match="is for gomoku 9x9"):
+        tactics.check_env(suite, envs.make("gomoku", size=15))
+    with pytest.raises(ValueError, match="is for gomoku 9x9"):
+        tactics.check_env(suite, envs.make("connect4"))
+    with pytest.raises(ValueError, match="labelled for the freestyle rule"):
+        tactics.check_env(suite, envs.make("gomoku", size=9, rule="standard"))
+
+
+def test_solve_rates_count_answers():
+    ps = [tactics.Position((40,), "vcf3", (1, 2)), tactics.Position((), "vcf3", (5,)),
+          tactics.Position((), "win_in_one", (7,))]
+    rates = tactics.solve_rates(ps, [2, 6, 7])
+    assert rates == {"win_in_one": (1, 1), "vcf3": (1, 2), "all": (2, 3)}
+    rnd = tactics.random_rates(ps, 9)
+    assert rnd["win_in_one"] == pytest.approx(1 / 81)
+    assert rnd["vcf3"] == pytest.approx((2 / 80 + 1 / 81) / 2)
+
+
+def test_make_writes_a_loadable_suite(tmp_path, capsys):
+    out = tmp_path / "g7.jsonl"
+    code = tactics.main(["make", "--size", "7", "--out", str(out), "--games", "6",
+                         "--per-category", "3", "--sources", "random,solver:0.5"])
+    assert code == 0, capsys.readouterr()
+    suite = tactics.load(out)
+    assert suite.size == 7 and suite.header["recipe"]["seed"] == 0
+    assert suite.positions and all(p.source in ("random", "solver:0.5")
+                                   for p in suite.positions)
+    for p in suite.positions:  # labels agree with the solver
+        board, player = gt.board_from_moves(p.moves, 7)
+        t = gt.classify(board, player)
+        assert t.category == p.category and tuple(np.flatnonzero(t.answers)) == p.answers
+    assert tactics.main(["make", "--size", "7", "--out", str(out), "--sources", "alpha"]) == 2
+    assert "unknown source 'alpha'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def gomoku9(tmp_path_factory):
+    """An untrained 9x9 Gomoku checkpoint with a tiny network."""
+    sys.path.insert(0, str(ROOT))  # configs/
+    from configs import gomoku_9x9
+
+    config = tiny_training(gomoku_9x9.get_config(), plies=4, iterations=1, eval_every=0,
+                           eval_games=2)
+    work = tmp_path_factory.mktemp("g9")
+    setup = trainer.Setup(config)
+    train_state, games, _ = setup.initial(jax.random.PRNGKey(0))
+    meta = {"config": ckpt.config_json(config), **ckpt.env_meta(setup.env), "iteration": 1}
+    ckpt.save(ckpt.manager(work), 1, {"train_state": train_state, "games": games,
+                                      "best_params": train_state.params}, meta)
+    return work
+
+
+@pytest.mark.slow
+def test_evaluate_tactics(gomoku9, capsys):
+    code = evaluate.main(["--workdir", str(gomoku9), "--tactics", str(SUITES[9]),
+                          "--tactics-limit", "3", "--sims", "2,3", "--quiet", "--no-plots",
+                          "--batch-size", "8"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("category"))
+    assert lines[head].split() == ["category", "positions", "network", "mcts:2", "mcts:3",
+                                   "random"]
+    rows = {line.split()[0]: line.split() for line in lines[head + 1:head + 7]}
+    assert list(rows) == [*gt.CATEGORIES, "all"]
+    assert all(r[1] == "3" for c, r in rows.items() if c != "all") and rows["all"][1] == "15"
+    assert all(0.0 <= float(x) <= 1.0 for r in rows.values() for x in r[2:])
+    assert "opponent" not in out  # --tactics alone plays no match
+
+
+def test_evaluate_tactics_errors(gomoku9, capsys):
+    assert evaluate.main(["--workdir", str(gomoku9), "--tactics", str(SUITES[15]),
+                          "--quiet", "--no-plots"]) == 2
+    assert "is for gomoku 15x15" in capsys.readouterr().err
+    assert evaluate.main(["--workdir", str(gomoku9), "--against", "random",
+                          "--sims", "2,3", "--no-plots"]) == 2
+    assert "matches take one count" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        evaluate.main(["--workdir", str(gomoku9), "--sims", "2,x"])
