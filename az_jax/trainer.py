@@ -48,8 +48,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "train.warmup_steps": 0, "replay.capacity": 1, "replay.min_size": 0,
         "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
         "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
-        "eval.every": 0, "eval.num_games": 1, "eval.num_simulations": 1,
-        "eval.opening_plies": 0}
+        "search.eval_sims_per_considered": 0, "eval.every": 0, "eval.num_games": 1,
+        "eval.num_simulations": 1, "eval.opening_plies": 0}
     floats = {  # name: (low, high, low allowed)
         "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
         "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
@@ -60,17 +60,24 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
              "log.tensorboard", "log.progress")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
-               "train.schedule": learner.SCHEDULES}
+               "train.schedule": learner.SCHEDULES, "search.tactics": search.TACTICS}
+    optional = ("eval.opening_plies", "search.eval_sims_per_considered", "search.tactics")
 
     def get(name):
         group, field = name.split(".")
         node = config.get(group)
         return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
 
+    def missing(name):  # an optional field a config saved before it existed does not have
+        group, field = name.split(".")
+        node = config.get(group)
+        return (name in optional and isinstance(node, ml_collections.ConfigDict)
+                and field not in node)
+
     integers = True  # the arithmetic further down needs them
     for name, low in ints.items():
         v = get(name)
-        if v is None and name == "eval.opening_plies":  # optional
+        if missing(name):
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             problems.append(f"{name}={v!r} must be an integer")
@@ -92,6 +99,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         if not isinstance(get(name), bool):
             problems.append(f"{name}={get(name)!r} must be True or False")
     for name, accepted in choices.items():
+        if missing(name):
+            continue
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
     try:
