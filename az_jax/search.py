@@ -13,9 +13,9 @@ while the game goes on (the next node belongs to the opponent; -gamma with
 invalid actions only at the root, so interior logits are masked here with the env's legal
 mask.
 
-Tactical safety (`config.tactics`, DESIGN.md "Gumbel's considered set is a blind spot"):
-before the search, every legal move of each root is played with a vmapped `env.step`, and
-what is decided one move ahead is known exactly:
+Tactical safety (`config.tactics` in self-play, `config.eval_tactics` in evaluation; DESIGN.md
+"Gumbel's considered set is a blind spot"): before the search, every legal move of each root
+is played with a vmapped `env.step`, and what is decided one move ahead is known exactly:
 
   "win":           if some move wins at once, only the winning moves stay valid at the root.
   "win_and_block": also, if some move leaves the opponent no winning reply, the moves that
@@ -41,7 +41,8 @@ POLICIES = ("gumbel", "muzero")
 TACTICS = ("none", "win", "win_and_block")
 # Read when a config has no such field (configs saved before it existed): the search rule
 # changes nothing the network learned, so older models play with the current defaults.
-DEFAULT_TACTICS = "win_and_block"
+DEFAULT_TACTICS = "win"  # self-play: the A x A block check costs ~4x there (README)
+DEFAULT_EVAL_TACTICS = "win_and_block"  # front ends, arena: about free at a batch of one
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
 # Child states stepped at once (per device) when looking for the opponent's winning replies;
 # bounds the memory of the A x A one-ply-ahead batch.
@@ -134,7 +135,7 @@ def make_search(env, net, config) -> Search:
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
         pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount, tactics,
-        eval_sims_per_considered).
+        eval_tactics, eval_sims_per_considered).
     """
     return Search(env, lambda v, obs, mask: net.apply(v, obs, mask, train=False), config)
 
@@ -163,15 +164,18 @@ class Search:
                              f"{', '.join(POLICIES)}")
         if config.num_simulations < 1:
             raise ValueError("search.num_simulations must be >= 1")
-        self.tactics = config.get("tactics", DEFAULT_TACTICS)
-        if self.tactics not in TACTICS:
-            raise ValueError(f"search.tactics={self.tactics!r}; accepted: {', '.join(TACTICS)}")
+        self.tactics = {False: config.get("tactics", DEFAULT_TACTICS),
+                        True: config.get("eval_tactics", DEFAULT_EVAL_TACTICS)}
+        for evaluation, name in ((False, "tactics"), (True, "eval_tactics")):
+            if self.tactics[evaluation] not in TACTICS:
+                raise ValueError(f"search.{name}={self.tactics[evaluation]!r}; accepted: "
+                                 f"{', '.join(TACTICS)}")
         self.sims_per_considered = config.get("eval_sims_per_considered",
                                               DEFAULT_EVAL_SIMS_PER_CONSIDERED)
         if self.sims_per_considered < 0:
             raise ValueError("search.eval_sims_per_considered must be >= 0 (0: no growth)")
         if not env.deterministic:
-            self.tactics = "none"
+            self.tactics = {False: "none", True: "none"}
         self.env, self.apply_fn, self.config = env, apply_fn, config
         # Configs saved before `discount` existed have none: they searched undiscounted.
         self.recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
@@ -189,13 +193,17 @@ class Search:
             k = max(k, num_simulations // self.sims_per_considered)
         return min(k, self.env.num_actions)
 
-    def invalid_actions(self, state):
-        """bool[B, A]: the root moves the search may not play (illegal, or pruned by tactics)."""
-        if self.tactics == "none":
+    def invalid_actions(self, state, evaluation: bool = False):
+        """bool[B, A]: the root moves the search may not play (illegal, or pruned by tactics).
+
+        `tactics` rules self-play searches, `eval_tactics` evaluation ones.
+        """
+        tactics = self.tactics[bool(evaluation)]
+        if tactics == "none":
             return ~state.legal_action_mask
         batch, num_actions = state.legal_action_mask.shape
         chunk = max(1, min(num_actions, _REPLY_STATES_PER_CHUNK // (batch * num_actions)))
-        mask = jax.vmap(functools.partial(tactical_mask, self.env, tactics=self.tactics,
+        mask = jax.vmap(functools.partial(tactical_mask, self.env, tactics=tactics,
                                           chunk=chunk))(state)
         return ~mask
 
@@ -218,7 +226,7 @@ class Search:
         sims = int(num_simulations or self.config.num_simulations)
         if root is None:
             root = self.root(variables, state)
-        invalid = self.invalid_actions(root.embedding)  # bool[B, A]
+        invalid = self.invalid_actions(root.embedding, evaluation)  # bool[B, A]
         if key.ndim == 1:
             return self._search(variables, root, invalid, key, evaluation, sims)
 

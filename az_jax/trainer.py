@@ -60,8 +60,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     bools = ("selfplay.bootstrap", "train.augment", "eval.gating", "checkpoint.save_replay",
              "log.tensorboard", "log.progress")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
-               "train.schedule": learner.SCHEDULES, "search.tactics": search.TACTICS}
-    optional = ("eval.opening_plies", "search.eval_sims_per_considered", "search.tactics")
+               "train.schedule": learner.SCHEDULES, "search.tactics": search.TACTICS,
+               "search.eval_tactics": search.TACTICS}
+    optional = ("eval.opening_plies", "search.eval_sims_per_considered", "search.tactics",
+                "search.eval_tactics")
 
     def get(name):
         group, field = name.split(".")

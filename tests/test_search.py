@@ -127,7 +127,7 @@ def _blind_prior(num_actions, prefer, hide):
 
 def _tactics_config(policy, tactics, **kw):
     c = _config(policy)
-    c.tactics = tactics
+    c.tactics = c.eval_tactics = tactics
     c.update(kw)
     return c
 
@@ -258,5 +258,9 @@ def test_eval_considered_set_grows_with_the_budget():
 
 
 def test_bad_tactics_are_rejected():
-    with pytest.raises(ValueError, match="accepted: none, win, win_and_block"):
-        search.make_search(ENV, NET, _tactics_config("gumbel", "always"))
+    for field in ("tactics", "eval_tactics"):
+        c = _tactics_config("gumbel", "none")
+        c[field] = "always"
+        with pytest.raises(ValueError, match=f"search.{field}='always'; accepted: none, win, "
+                                             "win_and_block"):
+            search.make_search(ENV, NET, c)
