@@ -264,3 +264,23 @@ def test_bad_tactics_are_rejected():
         with pytest.raises(ValueError, match=f"search.{field}='always'; accepted: none, win, "
                                              "win_and_block"):
             search.make_search(ENV, NET, c)
+
+
+def test_configs_saved_before_the_fields_existed_still_load():
+    """No tactics / eval_tactics / eval_sims_per_considered: validated, and the defaults."""
+    from az_jax import trainer
+    from configs import default
+
+    c = default.get_config()
+    assert (c.search.tactics, c.search.eval_tactics, c.search.eval_sims_per_considered) == (
+        search.DEFAULT_TACTICS, search.DEFAULT_EVAL_TACTICS,
+        search.DEFAULT_EVAL_SIMS_PER_CONSIDERED)  # one default, for old configs and new
+    for field in ("tactics", "eval_tactics", "eval_sims_per_considered"):
+        del c.search[field]
+    trainer.validate_config(c, 1)
+    s = search.make_search(ENV, NET, c.search)
+    assert s.tactics == {False: search.DEFAULT_TACTICS, True: search.DEFAULT_EVAL_TACTICS}
+    assert s.sims_per_considered == search.DEFAULT_EVAL_SIMS_PER_CONSIDERED
+    c.search.tactics = "always"
+    with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
+        trainer.validate_config(c, 1)
