@@ -12,6 +12,20 @@ while the game goes on (the next node belongs to the opponent; -gamma with
 `config.discount = gamma < 1`) and 0 at the end, where the value is 0 too. mctx masks
 invalid actions only at the root, so interior logits are masked here with the env's legal
 mask.
+
+Tactical safety (`config.tactics` in self-play, `config.eval_tactics` in evaluation; DESIGN.md
+"Gumbel's considered set is a blind spot"): before the search, every legal move of each root
+is played with a vmapped `env.step`, and what is decided one move ahead is known exactly:
+
+  "win":           if some move wins at once, only the winning moves stay valid at the root.
+  "win_and_block": also, if some move leaves the opponent no winning reply, the moves that
+                   do leave one are masked (an A x A batch of env steps per root).
+
+Both prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a move the
+opponent answers with a win is the worst), and they go through mctx's `invalid_actions`,
+so they hold for Gumbel (whose considered set is then drawn among the kept moves) and PUCT,
+with and without root noise. When nothing is decided, or every move loses, the mask is the
+legal mask and the search is exactly the plain one.
 """
 
 from __future__ import annotations
@@ -24,6 +38,15 @@ import jax.numpy as jnp
 import mctx
 
 POLICIES = ("gumbel", "muzero")
+TACTICS = ("none", "win", "win_and_block")
+# Read when a config has no such field (configs saved before it existed): the search rule
+# changes nothing the network learned, so older models play with the current defaults.
+DEFAULT_TACTICS = "win"  # self-play: the A x A block check cost ~3x there (README)
+DEFAULT_EVAL_TACTICS = "win_and_block"  # front ends, arena: about free at a batch of one
+DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
+# Child states stepped at once (per search batch) when looking for the opponent's winning replies;
+# bounds the memory of the A x A one-ply-ahead batch.
+_REPLY_STATES_PER_CHUNK = 1 << 15
 
 
 def qtransform_parent_fpu(tree, node_index):
@@ -38,6 +61,43 @@ def qtransform_parent_fpu(tree, node_index):
     parent = tree.node_values[node_index]
     q = jnp.where(visits > 0, q, parent)
     return (jnp.clip(q, -1.0, 1.0) + 1.0) / 2.0
+
+
+def tactical_mask(env, state, tactics: str, chunk: int | None = None):
+    """The root moves that stay valid once the results one move ahead are known. One game.
+
+    Args:
+      env: an `envs.Env` (deterministic: its steps ignore their keys).
+      state: one env state (unbatched); vmap for a batch.
+      tactics: one of `TACTICS`.
+      chunk: children whose replies are stepped at once ("win_and_block"); None = all A.
+    Returns:
+      bool[A]: the winning moves if any; else (with "win_and_block") the moves after which
+      the opponent has no winning reply, if any; else the legal moves.
+    """
+    legal = state.legal_action_mask  # bool[A]
+    if tactics == "none":
+        return legal
+    actions = jnp.arange(env.num_actions, dtype=jnp.int32)
+    step_all = jax.vmap(env.step, in_axes=(None, 0))  # one state, every action
+
+    def wins_for_mover(s, nxt):  # bool[A]: the move ends the game, the mover scoring > 0
+        mover_reward = nxt.rewards[:, s.current_player]
+        return s.legal_action_mask & nxt.terminated & (mover_reward > 0) & ~s.done
+
+    children = step_all(state, actions)  # State [A, ...]
+    win = wins_for_mover(state, children)  # bool[A]
+    allowed = jnp.where(win.any(), win, legal)
+    if tactics == "win":
+        return allowed
+
+    def opponent_wins(child):  # bool[]: the opponent moves next and can win at once
+        opponent_moves = child.current_player != state.current_player
+        return opponent_moves & wins_for_mover(child, step_all(child, actions)).any()
+
+    lost = jax.lax.map(opponent_wins, children, batch_size=chunk)  # bool[A]
+    safe = legal & ~lost
+    return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
 
 
 def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
@@ -74,7 +134,8 @@ def make_search(env, net, config) -> Search:
       env: an `envs.Env`.
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
-        pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount).
+        pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount, tactics,
+        eval_tactics, eval_sims_per_considered).
     """
     return Search(env, lambda v, obs, mask: net.apply(v, obs, mask, train=False), config)
 
@@ -89,8 +150,12 @@ class Search:
     (logits, value)`. It holds only static configuration, so it can be a static argument of
     `jit`.
 
+    Games with chance (`env.deterministic` False) get no tactics: one step ahead is not
+    one result there.
+
     Raises:
-      ValueError: unknown policy or a non-positive simulation count.
+      ValueError: unknown policy or tactics, a non-positive simulation count, or a negative
+        `eval_sims_per_considered`.
     """
 
     def __init__(self, env, apply_fn, config):
@@ -99,9 +164,48 @@ class Search:
                              f"{', '.join(POLICIES)}")
         if config.num_simulations < 1:
             raise ValueError("search.num_simulations must be >= 1")
+        self.tactics = {False: config.get("tactics", DEFAULT_TACTICS),
+                        True: config.get("eval_tactics", DEFAULT_EVAL_TACTICS)}
+        for evaluation, name in ((False, "tactics"), (True, "eval_tactics")):
+            if self.tactics[evaluation] not in TACTICS:
+                raise ValueError(f"search.{name}={self.tactics[evaluation]!r}; accepted: "
+                                 f"{', '.join(TACTICS)}")
+        self.sims_per_considered = config.get("eval_sims_per_considered",
+                                              DEFAULT_EVAL_SIMS_PER_CONSIDERED)
+        if self.sims_per_considered < 0:
+            raise ValueError("search.eval_sims_per_considered must be >= 0 (0: no growth)")
+        if not env.deterministic:
+            self.tactics = {False: "none", True: "none"}
         self.env, self.apply_fn, self.config = env, apply_fn, config
         # Configs saved before `discount` existed have none: they searched undiscounted.
         self.recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
+
+    def num_considered(self, num_simulations: int, evaluation: bool) -> int:
+        """Gumbel's root considered-set size (static).
+
+        Self-play: `max_num_considered_actions`. Evaluation (no noise, so the set is the top
+        of the prior): it grows with the budget to `num_simulations //
+        eval_sims_per_considered` when that is larger, so that a big search looks at more
+        than the prior's favourites. mctx caps it at each root's number of valid moves.
+        """
+        k = int(self.config.max_num_considered_actions)
+        if evaluation and self.sims_per_considered > 0:
+            k = max(k, num_simulations // self.sims_per_considered)
+        return min(k, self.env.num_actions)
+
+    def invalid_actions(self, state, evaluation: bool = False):
+        """bool[B, A]: the root moves the search may not play (illegal, or pruned by tactics).
+
+        `tactics` rules self-play searches, `eval_tactics` evaluation ones.
+        """
+        tactics = self.tactics[bool(evaluation)]
+        if tactics == "none":
+            return ~state.legal_action_mask
+        batch, num_actions = state.legal_action_mask.shape
+        chunk = max(1, min(num_actions, _REPLY_STATES_PER_CHUNK // (batch * num_actions)))
+        mask = jax.vmap(functools.partial(tactical_mask, self.env, tactics=tactics,
+                                          chunk=chunk))(state)
+        return ~mask
 
     def root(self, variables, state) -> mctx.RootFnOutput:
         """The network's prior logits [B, A] and value [B] at a batch of env states."""
@@ -122,27 +226,26 @@ class Search:
         sims = int(num_simulations or self.config.num_simulations)
         if root is None:
             root = self.root(variables, state)
+        invalid = self.invalid_actions(root.embedding, evaluation)  # bool[B, A]
         if key.ndim == 1:
-            return self._search(variables, root, key, evaluation, sims)
+            return self._search(variables, root, invalid, key, evaluation, sims)
 
-        def one(root, key):  # a batch of one game, so its noise depends on its key only
-            root = jax.tree.map(lambda x: x[None], root)
-            out = self._search(variables, root, key, evaluation, sims)
+        def one(root, invalid, key):  # a batch of one game: its noise depends on its key only
+            root, invalid = jax.tree.map(lambda x: x[None], (root, invalid))
+            out = self._search(variables, root, invalid, key, evaluation, sims)
             return jax.tree.map(lambda x: x[0], out)
 
-        return jax.vmap(one)(root, key)
+        return jax.vmap(one)(root, invalid, key)
 
-    def _search(self, variables, root, key, evaluation, sims) -> mctx.PolicyOutput:
+    def _search(self, variables, root, invalid, key, evaluation, sims) -> mctx.PolicyOutput:
         config = self.config
-        invalid = ~root.embedding.legal_action_mask
         chex.assert_equal_shape([root.prior_logits, invalid])
         if config.policy == "gumbel":
             return mctx.gumbel_muzero_policy(
                 variables, key, root, self.recurrent_fn,
                 num_simulations=sims,
                 invalid_actions=invalid,
-                max_num_considered_actions=min(config.max_num_considered_actions,
-                                               self.env.num_actions),
+                max_num_considered_actions=self.num_considered(sims, evaluation),
                 gumbel_scale=0.0 if evaluation else config.gumbel_scale,
             )
         return mctx.muzero_policy(

@@ -50,8 +50,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "train.warmup_steps": 0, "replay.capacity": 1, "replay.min_size": 0,
         "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
         "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
-        "eval.every": 0, "eval.num_games": 1, "eval.num_simulations": 1,
-        "eval.opening_plies": 0, "selfplay.max_game_length": 0}
+        "search.eval_sims_per_considered": 0, "eval.every": 0, "eval.num_games": 1,
+        "eval.num_simulations": 1, "eval.opening_plies": 0, "selfplay.max_game_length": 0}
     floats = {  # name: (low, high, low allowed)
         "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
         "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
@@ -61,28 +61,29 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
     bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
              "checkpoint.save_replay", "checkpoint.restart", "log.tensorboard", "log.progress")
-    # Fields that configs saved before they existed lack (absent; opening_plies: or None).
+    # Fields that configs saved before they existed lack.
     optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length",
-                "checkpoint.restart")
+                "checkpoint.restart", "network.head", "search.eval_sims_per_considered",
+                "search.tactics", "search.eval_tactics")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
-               "train.schedule": learner.SCHEDULES, "network.head": network.HEADS}
+               "train.schedule": learner.SCHEDULES, "network.head": network.HEADS,
+               "search.tactics": search.TACTICS, "search.eval_tactics": search.TACTICS}
 
     def get(name):
         group, field = name.split(".")
         node = config.get(group)
         return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
 
-    def absent(name):  # an optional field of an older config (eval.opening_plies: or None)
+    def missing(name):  # an optional field a config saved before it existed does not have
         group, field = name.split(".")
         node = config.get(group)
-        return name in optional and (not isinstance(node, ml_collections.ConfigDict)
-                                     or field not in node
-                                     or (name == "eval.opening_plies" and get(name) is None))
+        return (name in optional and isinstance(node, ml_collections.ConfigDict)
+                and field not in node)
 
     integers = True  # the arithmetic further down needs them
     for name, low in ints.items():
         v = get(name)
-        if absent(name):
+        if missing(name):
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             problems.append(f"{name}={v!r} must be an integer")
@@ -101,12 +102,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
                                                              if high < math.inf else "")
             problems.append(f"{name}={v!r} must be a finite number {bounds}")
     for name in bools:
-        if absent(name):
+        if missing(name):
             continue
         if not isinstance(get(name), bool):
             problems.append(f"{name}={get(name)!r} must be True or False")
     for name, accepted in choices.items():
-        if name == "network.head" and get(name) is None:  # optional: dense
+        if missing(name):
             continue
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")

@@ -197,7 +197,8 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "replay.capacity", "replay.min_size", "checkpoint.every", "checkpoint.keep",
             "search.policy", "search.num_simulations", "search.max_num_considered_actions",
             "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
-            "search.pb_c_init", "search.pb_c_base", "search.discount", "network.channels",
+            "search.pb_c_init", "search.pb_c_base", "search.discount", "search.tactics",
+            "search.eval_tactics", "search.eval_sims_per_considered", "network.channels",
             "network.num_blocks", *_BOOLS,
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
             "eval.opponents", "eval.gating_threshold", "seed"]

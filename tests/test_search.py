@@ -107,3 +107,180 @@ def test_terminal_step_reward_and_discount():
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="accepted"):
         search.make_search(ENV, NET, _config("alphabeta"))
+
+
+# ---------------------------------------------------------------- tactical safety
+# A prior that hides the decisive move: the network "prefers" `prefer` (logit +30), gives the
+# decisive point -30 (probability ~e-26) and a value of 0 everywhere. Without tactics a
+# search of one simulation cannot find it (test_hidden_move_is_missed_without_tactics).
+
+def _blind_prior(num_actions, prefer, hide):
+    logits = jnp.zeros(num_actions).at[prefer].set(30.0).at[hide].set(-30.0)
+
+    def apply_fn(variables, obs, mask):
+        del variables, mask
+        batch = obs.shape[0]
+        return jnp.broadcast_to(logits, (batch, num_actions)), jnp.zeros(batch)
+
+    return apply_fn
+
+
+def _tactics_config(policy, tactics, **kw):
+    c = _config(policy)
+    c.tactics = c.eval_tactics = tactics
+    c.update(kw)
+    return c
+
+
+def _play(env, *move_lists):
+    """Batched states of `env` after the given move lists."""
+    step = jax.jit(env.step)
+    states = []
+    for moves in move_lists:
+        s = env.init(jax.random.PRNGKey(0))
+        for a in moves:
+            s = step(s, a)
+        assert not bool(s.done)
+        states.append(s)
+    return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+GOMOKU = envs.make("gomoku", size=7)
+# Black (first) has four on row 3, columns 0-3 (actions 21-24): the only winning point is 25
+# (column 4; the row starts at the edge). White has four lone corner-ish stones.
+_BLACK_FOUR = [21, 0, 22, 6, 23, 42, 24]
+GOMOKU_WIN = [*_BLACK_FOUR, 48]  # black to move: wins at 25
+GOMOKU_BLOCK = _BLACK_FOUR  # white to move, no win of its own: must block at 25
+CONNECT4 = envs.make("connect4")
+# X stacks three in column 0, O answers in columns 1 and 2 (actions are columns).
+C4_WIN = [0, 1, 0, 1, 0, 2]  # X to move: column 0 wins
+C4_BLOCK = [0, 1, 0, 1, 0]  # O to move, no win of its own: must block column 0
+TACTICAL = {  # env, positions (win, block), the decisive move, the prior's favourite
+    "gomoku": (GOMOKU, (GOMOKU_WIN, GOMOKU_BLOCK), 25, 10),
+    "connect4": (CONNECT4, (C4_WIN, C4_BLOCK), 0, 3),
+}
+
+
+def _tactical_run(game, policy, tactics, evaluation, num_simulations=1):
+    env, positions, decisive, prefer = TACTICAL[game]
+    s = search.Search(env, _blind_prior(env.num_actions, prefer, decisive),
+                      _tactics_config(policy, tactics))
+    fn = jax.jit(lambda st, k: s(None, st, k, evaluation=evaluation,
+                                 num_simulations=num_simulations))
+    return fn(_play(env, *positions), jax.random.PRNGKey(5)), decisive
+
+
+def test_tactical_mask_hand_worked():
+    """The one-ply facts themselves: the winning point, the block, and nothing else."""
+    for env, (win, block), decisive, _ in TACTICAL.values():
+        states = _play(env, win, block)
+        for tactics, expect_block in (("win", False), ("win_and_block", True)):
+            mask = np.asarray(jax.jit(jax.vmap(
+                lambda st, t=tactics, e=env: search.tactical_mask(e, st, t)))(states))
+            only = np.zeros(env.num_actions, bool)
+            only[decisive] = True
+            np.testing.assert_array_equal(mask[0], only)  # the win, whatever the tactics
+            legal = np.asarray(states.legal_action_mask[1])
+            np.testing.assert_array_equal(mask[1], only if expect_block else legal)
+
+
+@pytest.mark.parametrize(("game", "policy", "evaluation"), [
+    ("gomoku", "gumbel", True), ("gomoku", "gumbel", False), ("gomoku", "muzero", True),
+    ("gomoku", "muzero", False), ("connect4", "gumbel", True), ("connect4", "muzero", False)])
+def test_one_simulation_wins_and_blocks(game, policy, evaluation):
+    """A single simulation plays the win in one and the only block, against the prior."""
+    out, decisive = _tactical_run(game, policy, "win_and_block", evaluation)
+    np.testing.assert_array_equal(out.action, [decisive, decisive])
+    weights = np.asarray(out.action_weights)
+    assert np.all(np.isfinite(weights))
+    np.testing.assert_allclose(weights[:, decisive], 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("game", "policy"), [("gomoku", "gumbel"), ("connect4", "muzero")])
+def test_hidden_move_is_missed_without_tactics(game, policy):
+    """The same searches without tactics follow the prior (what the tactics fix)."""
+    out, decisive = _tactical_run(game, policy, "none", evaluation=True)
+    assert not np.any(np.asarray(out.action) == decisive), out.action
+
+
+# Tic-tac-toe. X has two threats (2 and 6) and O no win: every O move loses.
+TTT_FORK = [0, 4, 1, 8, 3]
+TTT_QUIET = [0, 4]  # X to move: nothing is decided one move ahead
+
+
+def _linear_net(variables, obs, mask):
+    """A cheap stand-in network whose prior and value depend on the position."""
+    del mask
+    x = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+    w = jax.random.normal(jax.random.PRNGKey(3), (x.shape[1], ENV.num_actions + 1))
+    out = x @ w
+    return out[:, :-1], jnp.tanh(out[:, -1])
+
+
+@pytest.mark.parametrize(("policy", "evaluation"), [("gumbel", False), ("muzero", True)])
+def test_tactics_change_nothing_when_nothing_is_decided(policy, evaluation):
+    """Every move loses / nothing to detect: the same output as the plain search."""
+    states = _batch(TTT_FORK, TTT_QUIET)
+    outs = {}
+    for tactics in ("none", "win_and_block"):
+        s = search.Search(ENV, _linear_net, _tactics_config(policy, tactics))
+        with jax.debug_nans(True):
+            outs[tactics] = jax.jit(
+                lambda st, k, s=s: s(None, st, k, evaluation=evaluation, num_simulations=8)
+            )(states, jax.random.PRNGKey(7))
+    plain, safe = outs["none"], outs["win_and_block"]
+    np.testing.assert_array_equal(plain.action, safe.action)
+    np.testing.assert_array_equal(plain.action_weights, safe.action_weights)
+    assert np.all(np.isfinite(np.asarray(safe.action_weights)))
+    fork_mask = search.tactical_mask(ENV, jax.tree.map(lambda x: x[0], states), "win_and_block")
+    np.testing.assert_array_equal(fork_mask, states.legal_action_mask[0])
+
+
+def test_eval_considered_set_grows_with_the_budget():
+    """Gumbel in evaluation looks at num_simulations // eval_sims_per_considered moves."""
+    flat = lambda v, obs, mask: (jnp.zeros((obs.shape[0], GOMOKU.num_actions)),  # noqa: E731
+                                 jnp.zeros(obs.shape[0]))
+    state = _play(GOMOKU, [24])  # 48 legal moves, nothing decided
+    visited = {}
+    for per in (0, 2):
+        s = search.Search(GOMOKU, flat, _tactics_config("gumbel", "none",
+                                                        max_num_considered_actions=16,
+                                                        eval_sims_per_considered=per))
+        assert s.num_considered(64, evaluation=False) == 16
+        out = jax.jit(lambda st, k, s=s: s(None, st, k, evaluation=True, num_simulations=64))(
+            state, jax.random.PRNGKey(0))
+        visited[per] = int((out.search_tree.children_visits[0, 0] > 0).sum())
+    assert visited == {0: 16, 2: 32}
+    s = search.Search(GOMOKU, flat, _tactics_config("gumbel", "none",
+                                                    eval_sims_per_considered=16))
+    assert s.num_considered(800, evaluation=True) == 49  # 50, capped at the board
+    assert s.num_considered(64, evaluation=True) == 9  # max_num_considered_actions=9
+
+
+def test_bad_tactics_are_rejected():
+    for field in ("tactics", "eval_tactics"):
+        c = _tactics_config("gumbel", "none")
+        c[field] = "always"
+        with pytest.raises(ValueError, match=f"search.{field}='always'; accepted: none, win, "
+                                             "win_and_block"):
+            search.make_search(ENV, NET, c)
+
+
+def test_configs_saved_before_the_fields_existed_still_load():
+    """No tactics / eval_tactics / eval_sims_per_considered: validated, and the defaults."""
+    from az_jax import trainer
+    from configs import default
+
+    c = default.get_config()
+    assert (c.search.tactics, c.search.eval_tactics, c.search.eval_sims_per_considered) == (
+        search.DEFAULT_TACTICS, search.DEFAULT_EVAL_TACTICS,
+        search.DEFAULT_EVAL_SIMS_PER_CONSIDERED)  # one default, for old configs and new
+    for field in ("tactics", "eval_tactics", "eval_sims_per_considered"):
+        del c.search[field]
+    trainer.validate_config(c, 1)
+    s = search.make_search(ENV, NET, c.search)
+    assert s.tactics == {False: search.DEFAULT_TACTICS, True: search.DEFAULT_EVAL_TACTICS}
+    assert s.sims_per_considered == search.DEFAULT_EVAL_SIMS_PER_CONSIDERED
+    c.search.tactics = "always"
+    with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
+        trainer.validate_config(c, 1)

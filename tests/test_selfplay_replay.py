@@ -112,12 +112,14 @@ def test_selfplay_records_consistent_games():
 def test_reused_roots_play_the_same_games(policy="gumbel"):
     """Taking each root's evaluation from the previous search's tree (and the initial
     position's after a restart) plays exactly the games that fresh root evaluations play:
-    20 plies of tic-tac-toe with restarts, sampled openings and Dirichlet/Gumbel noise."""
+    20 plies of tic-tac-toe with restarts, sampled openings and Dirichlet/Gumbel noise,
+    with the search's root tactics (wins and blocks masked) on."""
     net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
     variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
     cfg = ml_collections.ConfigDict(dict(
         policy=policy, num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
-        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0,
+        tactics="win_and_block"))
     fn = search.make_search(ENV, net, cfg)
     states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 6))
 
