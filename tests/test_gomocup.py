@@ -13,13 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import envs
 from az_jax import gomocup
 from tests.test_play import make_run
 
@@ -174,9 +172,12 @@ def test_board_restore(brain):
     for line in lines[:-1]:
         brain.send(line)
     x, y = xy(brain.ask(lines[-1]))
-    taken = {(0, 4), (1, 4), (2, 4), (3, 4), (0, 0), (8, 8), (0, 8), (8, 0)}
-    assert (x, y) not in taken and 0 <= x < N and 0 <= y < N
+    assert (x, y) == (4, 4)  # the only five (a move that wins at once is always played)
+    assert brain.ask("TURN 0,3").startswith("ERROR the game is over")
     # After BOARD the game goes on with TURN; the stones are where BOARD put them.
+    for line in ["BOARD", "0,4,1", "1,4,1", "0,0,2", "8,8,2", "DONE"]:
+        brain.send(line)
+    xy(brain.answer())
     assert brain.ask("TURN 0,4").startswith("ERROR 0,4 is occupied")
     # Opponent to move after BOARD? Counts that cannot be the brain's turn: ERROR.
     for line in ["BOARD", "0,0,1", "1,1,1", "DONE"]:
@@ -248,7 +249,8 @@ def test_cli_errors(tmp_path, capsys):
         assert word in out, word
 
 
-def test_a_non_gomoku_model_is_refused():
-    not_gomoku = types.SimpleNamespace(env=envs.make("tictactoe"))
+def test_a_non_gomoku_model_is_refused(tmp_path):
+    make_run(tmp_path / "ttt", "tictactoe")
     with pytest.raises(ValueError, match="needs a Gomoku model"):
-        gomocup.Brain(not_gomoku, print)
+        gomocup.read_model(tmp_path / "ttt")
+    assert gomocup.main(["--workdir", str(tmp_path / "ttt")]) == 2
