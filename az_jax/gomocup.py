@@ -247,8 +247,14 @@ class Board:
         me, n = self.to_move, self.size
         empty = [a for a, c in enumerate(self.cells) if c < 0]
         for who, why in ((me, "wins"), (1 - me, "blocks a five")):
-            for a in empty:
-                if self.wins(a, who):
+            near = set()  # a winning point touches one of `who`'s stones
+            for a in range(n * n):
+                if self.cells[a] == who:
+                    y, x = divmod(a, n)
+                    near.update(j * n + i for j in range(max(0, y - 1), min(n, y + 2))
+                                for i in range(max(0, x - 1), min(n, x + 2)))
+            for a in sorted(near):
+                if self.cells[a] < 0 and self.wins(a, who):
                     return a, why
         if not self.moves:
             return (n // 2) * n + n // 2, "centre"
@@ -416,9 +422,9 @@ class Brain:
         fallback, why = self.board.tactical()
         if self.sims:
             agent = self._agent(float("inf"))
-        else:
+        else:  # wait for a model still loading only while a chunk would still fit after
             agent = self._agent(self.budget() - (time.perf_counter() - t0) - (
-                self._chunk_s or 0.0))
+                self._chunk_s or self.budget() / 2))
         thought = None
         if agent is not None and why != "wins":
             state = self._sync(agent)
@@ -726,6 +732,9 @@ def _serve(args, stdin, out) -> int:
             out.write(line + "\n")
             out.flush()
 
+    # The model loads in a thread: hand the interpreter over often, so that it never
+    # holds up an answer by more than a millisecond.
+    sys.setswitchinterval(0.0005)
     for name in ("chunk", "sims"):
         value = getattr(args, name)
         if value is not None and value < 1:

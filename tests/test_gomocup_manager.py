@@ -333,7 +333,8 @@ def test_timed_games_at_50_and_200_ms(conv, cache):
         _wait_ready(brain, 9)
         for turn_ms, first in ((50, True), (200, False)):
             times, messages = _game(brain, 9, turn_ms, rng, first)
-            assert max(times) < turn_ms / 1000 + SLACK_S, (turn_ms, max(times), times)
+            slow = [(i, t) for i, t in enumerate(times) if t >= turn_ms / 1000 + SLACK_S]
+            assert not slow, (turn_ms, slow, times)
             searched = [m for m in messages if m.startswith("MESSAGE eval")]
             assert searched, messages  # the search played (not only the tactical check)
             sims = [int(re.search(r"sims (\d+)", m).group(1)) for m in searched]
@@ -347,6 +348,11 @@ def test_timed_games_at_50_and_200_ms(conv, cache):
 def test_peak_memory_with_a_warm_cache(conv, cache):
     """The peak RSS (VmHWM) of a brain over a short game, once its searches are in the
     compilation cache (filled by the test above, or here): at most 350 MB."""
+    if not any(cache.iterdir()):  # run alone: compile once first
+        warm = Brain(["--workdir", str(conv)], cache)
+        assert warm.ask("START 9")[0] == "OK"
+        _wait_ready(warm, 9)
+        warm.close()
     brain = Brain(["--workdir", str(conv)], cache)
     try:
         assert brain.ask("START 9")[0] == "OK"
