@@ -353,7 +353,7 @@ class Brain:
             return None
         *_, thread, box = self._job
         if "agent" not in box and "error" not in box:
-            thread.join(max(0.0, wait_s))
+            thread.join(None if wait_s == float("inf") else max(0.0, wait_s))
         if "error" in box:
             raise ValueError(f"the model {self.model.name} failed to load: {box['error']}")
         if "agent" in box and self._chunk_s is None:

@@ -367,7 +367,8 @@ def test_peak_memory_with_a_warm_cache(conv, cache):
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [15, 20])
 def test_pygomo_client_plays_whole_games(conv, cache, size, monkeypatch):
-    """pygomo-lib's EngineClient (an independent client) drives whole games."""
+    """pygomo-lib's EngineClient (an independent client) drives whole games, every move
+    searched (--sims 8: the brain waits for its model instead of the clock)."""
     from pygomo.client import EngineClient
 
     for key, value in dict(JAX_PLATFORMS="cpu", JAX_DISABLE_MOST_OPTIMIZATIONS="1",
@@ -375,13 +376,15 @@ def test_pygomo_client_plays_whole_games(conv, cache, size, monkeypatch):
         monkeypatch.setenv(key, value)
 
     engine = EngineClient(sys.executable, args=["-m", "az_jax.gomocup", "--workdir",
-                                                str(conv)], working_directory=str(ROOT))
+                                                str(conv), "--sims", "8"],
+                          working_directory=str(ROOT))
+    infos = []
     board = gomocup.Board(size, "freestyle")
     rng = np.random.default_rng(size)
     try:
         assert engine.start(size)
         engine.set_time(turn_time_ms=100)
-        result = engine.begin(timeout=30)
+        result = engine.begin(timeout=120, on_info=infos.append)
         while True:
             move = result.move
             a = move.row * size + move.col
@@ -394,8 +397,8 @@ def test_pygomo_client_plays_whole_games(conv, cache, size, monkeypatch):
             board.play(a)
             if board.over:
                 break
-            result = engine.turn((a % size, a // size), timeout=30)
+            result = engine.turn((a % size, a // size), timeout=30, on_info=infos.append)
             assert result is not None
-        assert board.winner == 0 or len(board.moves) == size * size or board.winner == 1
+        assert infos and len(board.moves) >= 9  # our MESSAGE lines reach its info callback
     finally:
         engine.quit()
