@@ -40,11 +40,13 @@ less when INFO time_left runs short. When not even one chunk fits (or the search
 compiling) the move comes from a one-ply tactical check (win now, else block a five, else
 next to the stones). A move that wins at once is always played, and a five the opponent
 threatens is always blocked. --sims N searches exactly N simulations per move and ignores
-the clock. Compiled searches are kept in a persistent cache ($AZ_JAX_CACHE, default
-~/.cache/az_jax/jax; "off" disables it), so later starts are fast.
+the clock (START then answers once the search is compiled). Compiled searches are kept in
+a persistent cache ($AZ_JAX_CACHE, default ~/.cache/az_jax/jax; "off" disables it), so
+later starts are fast: --precompile fills it once after installing.
 
 Memory: XLA runs on one thread with no thread pool; the JAX runtime alone is ~190 MB, a
-brain ~250-300 MB. INFO max_memory below MIN_MEMORY_MB gets ERROR.
+brain whose search is cached ~290-310 MB (a compile adds ~250 MB at its peak). INFO
+max_memory below 350 MB gets ERROR.
 """
 
 from __future__ import annotations
@@ -525,6 +527,8 @@ class Brain:
         n = int(m.group(1))
         self.size, self.model = None, None
         self._select(n)
+        if self.sims:  # a fixed search, not a clock: START answers once it is compiled
+            self._agent(float("inf"))
         self.size = n
         self.reset()
         self.write("OK")
