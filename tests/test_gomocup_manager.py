@@ -174,9 +174,9 @@ def test_conv_models_play_other_sizes_dense_ones_do_not(tmp_path):
     obs = big.init(jax.random.PRNGKey(0)).observation[None]
     logits, value = restored.net.apply(restored.variables, obs, train=False)
     assert logits.shape == (1, 400) and value.shape == (1,)
-    # The msgpack copy (what `checkpoint export` writes) restores the same network.
-    ckpt.save_weights(tmp_path / "w.msgpack", restored.variables, restored.meta)
-    again = ckpt.load_weights(tmp_path / "w.msgpack", play_env=big)
+    # The msgpack copy that `checkpoint export` writes restores the same network.
+    ckpt.export_model(conv, tmp_path / "exported")
+    again = ckpt.load_weights(tmp_path / "exported" / ckpt.WEIGHTS, play_env=big)
     same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), restored.variables,
                         again.variables)
     assert all(jax.tree.leaves(same))
