@@ -36,13 +36,14 @@ internal error, with the traceback on stderr).
 Time: a move searches in small compiled chunks of --chunk simulations (each with fresh
 Gumbel noise: one compiled search; visit counts added up) while the next chunk, timed by the
 slowest so far, still fits in the move's budget: 80% of INFO timeout_turn less 10 ms, or
-less when INFO time_left runs short. When not even one chunk fits (or the search is still
-compiling) the move comes from a one-ply tactical check (win now, else block a five, else
-next to the stones). A move that wins at once is always played, and a five the opponent
-threatens is always blocked. --sims N searches exactly N simulations per move and ignores
-the clock (START then answers once the search is compiled). Compiled searches are kept in
-a persistent cache ($AZ_JAX_CACHE, default ~/.cache/az_jax/jax; "off" disables it), so
-later starts are fast: --precompile fills it once after installing.
+less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possible). When
+not even one chunk fits (or the search is still compiling) the move comes from a one-ply
+tactical check (win now, else block a five, else next to the stones). A move that wins at
+once is always played, and a five the opponent threatens is always blocked. --sims N
+searches exactly N simulations per move and ignores the clock (START then answers once the
+search is compiled). Compiled searches are kept in a persistent cache ($AZ_JAX_CACHE,
+default ~/.cache/az_jax/jax; "off" disables it), so later starts are fast: --precompile
+fills it once after installing.
 
 Memory: XLA runs on one thread with no thread pool; the JAX runtime alone is ~190 MB, a
 brain whose search is cached ~290-310 MB (a compile adds ~250 MB at its peak). INFO
@@ -457,11 +458,14 @@ class Brain:
         import numpy as np
 
         budget = self.budget()
+        fastest = not self.info["timeout_turn"]  # 0: as fast as possible, one chunk
         visits = q_sum = weights = None
         values, sims, first = [], 0, None
         while True:
             est = self._chunk_s or 0.0
-            if time.perf_counter() - t0 + est > budget:
+            if fastest and first is not None:
+                break
+            if not fastest and time.perf_counter() - t0 + est > budget:
                 break
             t1 = time.perf_counter()
             action, v, n, q, w = agent._run(state, self.chunk, evaluation=False)
