@@ -6,7 +6,8 @@
     python -m az_jax.gomocup --workdir runs/gomoku --chunk 16   # a run of train.py
 
 Without a source flag the brain picks, at START, a shipped model (az_jax/models/) for the
-board size and INFO rule: one trained on that size, else a fully convolutional one
+board size and INFO rule: gomoku_conv where it fits (the strongest), else one trained on
+that size, else a fully convolutional one
 (network.head="conv", any size 5-22) trained for the rule. INFO rule may come after START:
 the choice is made again. No model for the rule (exactly five when only freestyle models
 ship; renju, caro): ERROR.
@@ -77,6 +78,10 @@ SAFETY_S = 0.010  # seconds kept back for the tactical check, output and the pip
 MIN_SIZE, MAX_SIZE = 5, 22  # envs/gomoku.py
 MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 board)
 RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
+# Shipped models played first wherever they fit: gomoku_conv beat gomoku_15x15's results on
+# 15x15 (README, "Gomocup brain": 4-0-0 / 3-0-1 against onestep / gomokubench:easy, where
+# gomoku_15x15 scored 1-0-3 / 0-0-4).
+PREFERRED = ("gomoku_conv",)
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
@@ -151,8 +156,8 @@ def shipped_gomoku_models() -> list[Model]:
 
 
 def choose(models: list[Model], size: int, rule: str) -> Model:
-    """The model for a size x size board under `rule`: one trained on that size first,
-    then a conv-head one (trained nearest that size).
+    """The model for a size x size board under `rule`: a `PREFERRED` one, else one trained
+    on that size, else a conv-head one (trained nearest that size).
 
     Raises:
       ValueError: none fits, saying what the models play.
@@ -165,7 +170,8 @@ def choose(models: list[Model], size: int, rule: str) -> Model:
             raise ValueError(f"no model for {rule} gomoku; have {have or 'none'}")
         raise ValueError(f"unsupported size {size}: no model plays {rule} gomoku on "
                          f"{size}x{size} boards; have {have or 'none'}")
-    return min(fits, key=lambda m: (m.size != size, abs(m.size - size), m.name))
+    return min(fits, key=lambda m: (m.name not in PREFERRED, m.size != size,
+                                    abs(m.size - size), m.name))
 
 
 def configure_jax() -> None:

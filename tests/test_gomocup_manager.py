@@ -114,6 +114,8 @@ def test_model_choice_by_size_and_rule():
         gomocup.choose(models, 15, "standard")
     with pytest.raises(ValueError, match="no model for standard gomoku"):
         gomocup.choose(models[:2], 15, "standard")
+    shipped = [_model("gomoku_15x15", 15), _model("gomoku_conv", 9, head="conv")]
+    assert gomocup.choose(shipped, 15, "freestyle").name == "gomoku_conv"  # PREFERRED
 
 
 class _Never:
