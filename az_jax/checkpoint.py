@@ -36,12 +36,25 @@ from typing import Any, NamedTuple
 
 import jax
 import ml_collections
-import orbax.checkpoint as ocp
 
 import envs
 from az_jax import network as network_lib
 
 SUBDIR = "checkpoints"
+WEIGHTS = "weights.msgpack"  # an exported model's network alone: `load_weights`, no orbax
+
+
+class _LazyOrbax:
+    """`orbax.checkpoint`, imported on first use: a brain that reads `WEIGHTS` never pays
+    for orbax and tensorstore (tens of MB of memory, a second of start-up)."""
+
+    def __getattr__(self, name):
+        import orbax.checkpoint
+
+        return getattr(orbax.checkpoint, name)
+
+
+ocp = _LazyOrbax()
 
 
 class _QuietReadOnly(logging.Filter):
@@ -352,13 +365,46 @@ def check_env(meta: dict, env, where: str) -> None:
                          f"{meta.get('env_version')}, this code has {env.version}")
 
 
-def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Restored:
+def play_env_for(meta: dict, play_env, where: str):
+    """The env to play a checkpoint on: its own, or `play_env` (the same game and rules on
+    another board size), which only a fully convolutional network (`network.head="conv"`)
+    can serve.
+
+    Raises:
+      ValueError: another game or rule, or another board size for a dense-head network.
+    """
+    own = envs.make(meta["env_id"], **meta.get("env_params", {}))
+    if play_env is None:
+        check_env(meta, own, where)
+        return own
+    if dict(play_env.params) == dict(own.params) and play_env.id == own.id:
+        check_env(meta, play_env, where)
+        return play_env
+    other = {k: v for k, v in dict(play_env.params).items() if k != "size"}
+    if play_env.id != own.id or other != {k: v for k, v in dict(own.params).items()
+                                          if k != "size"}:
+        raise ValueError(f"the network in {where} was trained for {own!r}; it cannot play "
+                         f"{play_env!r} (only the board size may differ)")
+    head = meta["config"].get("network", {}).get("head", "dense")
+    if head != "conv":
+        raise ValueError(f"the network in {where} has a {head} head, trained for {own!r}: "
+                         f"it plays only that board, not {play_env!r} (a network trained "
+                         "with --config.network.head=conv plays any size)")
+    if meta.get("env_version") != play_env.version:
+        check_env(meta, own, where)
+    return play_env
+
+
+def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
+            play_env=None) -> Restored:
     """Restores the network of a training run for evaluation or play.
 
     Args:
       workdir: the training workdir (the one given to train.py).
       step: an iteration to restore; the newest restorable one by default.
       env: if given, the checkpoint must be for this env (else ValueError).
+      play_env: if given, play on this env instead of the checkpoint's own: the same game
+        and rules on another board size, for conv-head networks only (`play_env_for`).
     Raises:
       FileNotFoundError: no checkpoint; ValueError: wrong game or network shape.
     """
@@ -379,11 +425,9 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None) -> Re
             warnings.warn(f"skipping checkpoint {s}: unreadable metadata ({e})", stacklevel=2)
             continue
         config = ml_collections.ConfigDict(meta["config"])
-        ckpt_env = envs.make(meta["env_id"], **meta.get("env_params", {}))
         if env is not None:
             check_env(meta, env, str(workdir))
-        else:
-            check_env(meta, ckpt_env, str(workdir))
+        ckpt_env = play_env_for(meta, play_env, str(workdir))
         net = network_lib.make_network(config.network, ckpt_env)
         abstract = jax.eval_shape(lambda: network_lib.init_variables(
             net, ckpt_env, jax.random.PRNGKey(0)))
@@ -436,9 +480,11 @@ def shipped_models() -> list[str]:
     return sorted(p.name for p in MODELS_DIR.iterdir() if (p / SUBDIR).is_dir())
 
 
-def load(workdir=None, checkpoint=None, model=None, step=None, env=None) -> Restored:
+def load(workdir=None, checkpoint=None, model=None, step=None, env=None,
+         play_env=None) -> Restored:
     """Restores from exactly one of: a training workdir, a checkpoint directory
-    (`<workdir>/checkpoints/<iteration>`), or a shipped model name.
+    (`<workdir>/checkpoints/<iteration>`), or a shipped model name. `env` and `play_env`
+    as in `restore`.
 
     Raises:
       ValueError: none or several sources, or an unknown model name (listing the names).
@@ -452,14 +498,15 @@ def load(workdir=None, checkpoint=None, model=None, step=None, env=None) -> Rest
         if model not in names:
             raise ValueError(f"no shipped model {model!r}; available: "
                              f"{', '.join(names) or 'none yet'}")
-        return restore(MODELS_DIR / model, step=step, env=env)
+        return restore(MODELS_DIR / model, step=step, env=env, play_env=play_env)
     if checkpoint is not None:
         path = Path(checkpoint).expanduser().absolute()
         if not path.name.isdigit() or path.parent.name != SUBDIR:
             raise ValueError(f"{checkpoint} is not a checkpoint directory: expected "
                              f"<workdir>/{SUBDIR}/<iteration>")
-        return restore(path.parent.parent, step=int(path.name), env=env)
-    return restore(workdir, step=step, env=env)
+        return restore(path.parent.parent, step=int(path.name), env=env,
+                       play_env=play_env)
+    return restore(workdir, step=step, env=env, play_env=play_env)
 
 
 def export_model(workdir, out_dir, step: int | None = None, note: str = "") -> Path:
@@ -474,7 +521,45 @@ def export_model(workdir, out_dir, step: int | None = None, note: str = "") -> P
     state = {"train_state": dict(restored.variables)}
     meta = dict(restored.meta, exported_from=str(Path(workdir).absolute()), note=note)
     save(mngr, restored.iteration, state, meta)
+    save_weights(out_dir / WEIGHTS, restored.variables, meta)
     return Path(mngr.directory) / str(restored.iteration)
+
+
+def save_weights(path, variables: dict, meta: dict) -> None:
+    """Writes the network alone (and the metadata) as one flax msgpack file."""
+    from flax import serialization
+
+    data = {"meta": json.dumps(meta), "variables": jax.device_get(variables)}
+    Path(path).write_bytes(serialization.msgpack_serialize(data))
+
+
+def load_weights(path, play_env=None) -> Restored:
+    """Restores a `save_weights` file (`<model>/weights.msgpack`, written by `export`)
+    without orbax: a lighter, faster start for the front ends. `play_env` as in `restore`.
+
+    Raises:
+      FileNotFoundError: no file; ValueError: unreadable, or the network does not match.
+    """
+    from flax import serialization
+
+    path = Path(path)
+    try:
+        data = serialization.msgpack_restore(path.read_bytes())
+        meta = json.loads(data["meta"])
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged file
+        raise ValueError(f"cannot read the weights in {path}: {e}; export the model "
+                         "again (python -m az_jax.checkpoint export)") from None
+    config = ml_collections.ConfigDict(meta["config"])
+    env = play_env_for(meta, play_env, str(path))
+    net = network_lib.make_network(config.network, env)
+    abstract = jax.eval_shape(lambda: network_lib.init_variables(net, env,
+                                                                 jax.random.PRNGKey(0)))
+    variables = data["variables"]
+    _check_shapes(abstract, variables, str(path))
+    variables = jax.tree.map(jax.numpy.asarray, variables)
+    return Restored(env, config, net, variables, int(meta["iteration"]), meta, str(path))
 
 
 def _main(argv=None) -> int:

@@ -1,11 +1,21 @@
-"""A Gomocup brain: a trained Gomoku model speaking the piskvork protocol on stdin/stdout.
+"""A Gomocup brain: Gomoku models speaking the piskvork protocol on stdin/stdout.
 
-    python -m az_jax.gomocup --model gomoku_15x15
-    python -m az_jax.gomocup --workdir runs/gomoku --chunk 64   # a run of train.py
+    pbrain-az_jax                                  # what a manager runs: no arguments
+    python -m az_jax.gomocup                       # the same
+    python -m az_jax.gomocup --model gomoku_15x15  # one shipped model only
+    python -m az_jax.gomocup --workdir runs/gomoku --chunk 16   # a run of train.py
+
+Without a source flag the brain picks, at START, a shipped model (az_jax/models/) for the
+board size and INFO rule: gomoku_conv where it fits (the strongest), else one trained on
+that size, else a fully convolutional one
+(network.head="conv", any size 5-22) trained for the rule. INFO rule may come after START:
+the choice is made again. No model for the rule (exactly five when only freestyle models
+ship; renju, caro): ERROR.
 
 Commands (one per line; answers are flushed at once):
-  START n            OK, or ERROR when n is not the model's board size (e.g. 15)
-  RECTSTART w,h      OK only for the model's square board
+  START n            OK (at once: the model loads and compiles in the background), or
+                     ERROR when no model plays an n x n board
+  RECTSTART w,h      OK only for a square board
   RESTART            a new game on the same board: OK
   BEGIN              the brain plays first: answers x,y
   TURN x,y           the opponent's move: answers the brain's move x,y
@@ -13,26 +23,46 @@ Commands (one per line; answers are flushed at once):
                      DONE: the position, then the brain's move x,y
   TAKEBACK x,y       removes the last stone if it is at x,y: OK
   PLAY x,y           the brain must play x,y: answers x,y
-  INFO key value     timeout_turn, timeout_match, time_left (ms), rule, ...; others ignored
+  INFO key value     timeout_turn, timeout_match, time_left (ms), max_memory (bytes), rule
+                     (0 freestyle, 1 exactly five, 2 continuous; 4 renju is refused)
   ABOUT              name="az_jax", version, author, country
   END                exits (status 0)
 Coordinates are x,y = column,row counted from 0 at the top left (action = y * size + x).
+Before each move the brain prints `MESSAGE eval ... sims ...`: the chosen move's value for
+the brain (-1..1) and its expected score, and the simulations searched.
 Anything malformed gets ERROR with a reason, unknown commands UNKNOWN; the brain keeps going
 (also after bytes that are not UTF-8, numbers too long to be coordinates, or a bug: ERROR
 internal error, with the traceback on stderr).
 
-Time: each move searches in chunks of --chunk simulations (the first without root noise,
-the rest with it, visit counts added up) until about 80% of the move's budget is used:
-INFO timeout_turn, or less when INFO time_left runs short (0 = one chunk only). --sims N
-searches exactly N simulations per move instead and ignores the clock.
+Time: a move searches in small compiled chunks of --chunk simulations (each with fresh
+Gumbel noise: one compiled search; visit counts added up) while the next chunk, timed by the
+slowest so far, still fits in the move's budget: 80% of INFO timeout_turn less 10 ms, or
+less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possible). When
+not even one chunk fits (or the search is still compiling) the move comes from a one-ply
+tactical check (win now, else block a five, else next to the stones). A move that wins at
+once is always played, and a five the opponent threatens is always blocked. --sims N
+searches exactly N simulations per move and ignores the clock (START then answers once the
+search is compiled). Compiled searches are kept in a persistent cache ($AZ_JAX_CACHE,
+default ~/.cache/az_jax/jax; "off" disables it), so later starts are fast: --precompile
+fills it once after installing.
+
+Memory: XLA runs on one thread with no thread pool; the JAX runtime alone is ~190 MB, a
+brain whose search is cached ~290-310 MB (a compile adds ~250 MB at its peak). INFO
+max_memory below 350 MB gets ERROR.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
 import re
 import sys
+import threading
+import time
 import traceback
+from pathlib import Path
 
 from az_jax import cli
 
@@ -44,7 +74,15 @@ _BOARD_LINE = re.compile(rf"^\s*{_INT}\s*,\s*{_INT}\s*,\s*{_INT}\s*$")
 _NUMBER = re.compile(rf"^\s*{_INT}\s*$")
 _INFO_NUMBER = re.compile(r"^\s*(-?[0-9]{1,18})\s*$")  # milliseconds, bytes (max_memory)
 TIME_SHARE = 0.8  # of the move's budget used for searching
-SAFETY_S = 0.05  # seconds kept back for stepping, output and the pipe
+SAFETY_S = 0.010  # seconds kept back for the tactical check, output and the pipe
+MIN_SIZE, MAX_SIZE = 5, 22  # envs/gomoku.py
+MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 board)
+RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
+# Shipped models played first wherever they fit: gomoku_conv beat gomoku_15x15's results on
+# 15x15 (README, "Gomocup brain": 4-0-0 / 3-0-1 against onestep / gomokubench:easy, where
+# gomoku_15x15 scored 1-0-3 / 0-0-4).
+PREFERRED = ("gomoku_conv",)
+XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 def _show(text: str, limit: int = 40) -> str:
@@ -61,37 +99,286 @@ def _version() -> str:
         return "0.1.0"
 
 
-class Brain:
-    """The protocol state machine around an Agent; `handle(line)` returns False at END."""
+# ====================================================================== models (no JAX)
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A model's facts from its checkpoint's JSON metadata (read without importing JAX)."""
 
-    def __init__(self, agent, write, chunk: int = 32, sims: int | None = None,
-                 turn_ms: int = 5000):
-        if agent.env.id != "gomoku":
-            raise ValueError(f"a Gomocup brain needs a Gomoku model, this one plays "
-                             f"{agent.env!r}")
-        self.agent = agent
-        self.env = agent.env
-        self.size = agent.env.size
+    name: str
+    workdir: Path
+    step: int
+    size: int
+    rule: str
+    head: str
+    weights: Path | None  # <model>/weights.msgpack (`checkpoint.load_weights`), if any
+
+    def plays(self, size: int, rule: str) -> bool:
+        return self.rule == rule and (self.size == size or (
+            self.head == "conv" and MIN_SIZE <= size <= MAX_SIZE))
+
+
+def read_model(workdir, step: int | None = None, name: str | None = None) -> Model:
+    """The newest (or `step`) checkpoint of a workdir, described from its metadata.
+
+    Raises:
+      FileNotFoundError: no checkpoint; ValueError: not a Gomoku model.
+    """
+    workdir = Path(workdir).expanduser().absolute()
+    root = workdir / "checkpoints"
+    steps = sorted((int(p.name) for p in root.glob("*")
+                    if p.name.isdigit() and (p / "meta" / "metadata").is_file()),
+                   reverse=True) if root.is_dir() else []
+    if step is not None:
+        steps = [step] if step in steps else []
+    if not steps:
+        raise FileNotFoundError(f"no checkpoints in {root}" + (
+            "" if step is None else f" (wanted iteration {step})"))
+    meta = json.loads((root / str(steps[0]) / "meta" / "metadata").read_text())
+    if meta.get("env_id") != "gomoku":
+        raise ValueError(f"a Gomocup brain needs a Gomoku model; {workdir} plays "
+                         f"{meta.get('env_id')}")
+    params = meta.get("env_params", {})
+    weights = workdir / "weights.msgpack"
+    return Model(name or workdir.name, workdir, steps[0], int(params.get("size", 15)),
+                 str(params.get("rule", "freestyle")),
+                 str(meta["config"].get("network", {}).get("head", "dense")),
+                 weights if weights.is_file() and step is None else None)
+
+
+def shipped_gomoku_models() -> list[Model]:
+    out = []
+    for name in cli.shipped_models():
+        try:
+            out.append(read_model(cli.MODELS / name, name=name))
+        except (ValueError, FileNotFoundError, OSError, KeyError):
+            continue  # another game
+    return out
+
+
+def choose(models: list[Model], size: int, rule: str) -> Model:
+    """The model for a size x size board under `rule`: a `PREFERRED` one, else one trained
+    on that size, else a conv-head one (trained nearest that size).
+
+    Raises:
+      ValueError: none fits, saying what the models play.
+    """
+    fits = [m for m in models if m.plays(size, rule)]
+    if not fits:
+        have = ", ".join(f"{m.name} ({m.rule} {m.size}x{m.size}"
+                         + (", any size" if m.head == "conv" else "") + ")" for m in models)
+        if not any(m.rule == rule for m in models):
+            raise ValueError(f"no model for {rule} gomoku; have {have or 'none'}")
+        raise ValueError(f"unsupported size {size}: no model plays {rule} gomoku on "
+                         f"{size}x{size} boards; have {have or 'none'}")
+    return min(fits, key=lambda m: (m.name not in PREFERRED, m.size != size,
+                                    abs(m.size - size), m.name))
+
+
+def configure_jax() -> None:
+    """Lean XLA (one thread, no thread pool) and the persistent compilation cache; call
+    before JAX is imported."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " " + XLA_FLAGS).strip()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    cache = os.environ.get("AZ_JAX_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "az_jax" / "jax")
+    import jax
+
+    if cache != "off":
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def load_agent(model: Model, size: int, rule: str, seed: int = 0):
+    """An Agent for `model` on a size x size board under `rule` (imports JAX)."""
+    configure_jax()
+    import envs
+    from az_jax import agent as agent_lib
+    from az_jax import checkpoint as ckpt
+
+    agent_lib.quiet_logs()
+    env = envs.make("gomoku", size=size, rule=rule)
+    if model.weights is not None:
+        restored = ckpt.load_weights(model.weights, play_env=env)
+    else:
+        restored = ckpt.restore(model.workdir, step=model.step, play_env=env)
+    return agent_lib.Agent(restored, seed=seed)
+
+
+# ====================================================================== board (no JAX)
+class Board:
+    """The position in plain Python: stones, whose turn, wins (the env's rules, checked
+    against it in the tests), and the one-ply tactical move."""
+
+    def __init__(self, size: int, rule: str):
+        self.size, self.rule = size, rule
+        self.cells = [-1] * (size * size)  # -1 empty, else the player (0 = black)
+        self.moves: list[int] = []
+        self.winner: int | None = None
+
+    @property
+    def to_move(self) -> int:
+        return len(self.moves) % 2
+
+    @property
+    def over(self) -> bool:
+        return self.winner is not None or len(self.moves) == self.size * self.size
+
+    def run_lengths(self, action: int, who: int) -> list[int]:
+        """The length of `who`'s line through `action` in each direction, as if there."""
+        n, out = self.size, []
+        y0, x0 = divmod(action, n)
+        for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
+            run = 1
+            for sign in (1, -1):
+                x, y = x0 + sign * dx, y0 + sign * dy
+                while 0 <= x < n and 0 <= y < n and self.cells[y * n + x] == who:
+                    run, x, y = run + 1, x + sign * dx, y + sign * dy
+            out.append(run)
+        return out
+
+    def wins(self, action: int, who: int) -> bool:
+        runs = self.run_lengths(action, who)
+        return any(r == 5 for r in runs) or (self.rule == "freestyle" and max(runs) >= 5)
+
+    def play(self, action: int) -> None:
+        who = self.to_move
+        if self.wins(action, who):
+            self.winner = who
+        self.cells[action] = who
+        self.moves.append(action)
+
+    def tactical(self) -> tuple[int, str]:
+        """(move, why): a win now, else a block of the opponent's five, else the empty
+        point next to the most stones (the centre on an empty board)."""
+        me, n = self.to_move, self.size
+        empty = [a for a, c in enumerate(self.cells) if c < 0]
+        for who, why in ((me, "wins"), (1 - me, "blocks a five")):
+            near = set()  # a winning point touches one of `who`'s stones
+            for a in range(n * n):
+                if self.cells[a] == who:
+                    y, x = divmod(a, n)
+                    near.update(j * n + i for j in range(max(0, y - 1), min(n, y + 2))
+                                for i in range(max(0, x - 1), min(n, x + 2)))
+            for a in sorted(near):
+                if self.cells[a] < 0 and self.wins(a, who):
+                    return a, why
+        if not self.moves:
+            return (n // 2) * n + n // 2, "centre"
+
+        def score(a):
+            y, x = divmod(a, n)
+            near = sum(self.cells[j * n + i] >= 0 for j in range(max(0, y - 1), min(n, y + 2))
+                       for i in range(max(0, x - 1), min(n, x + 2)))
+            return near, -abs(y - n // 2) - abs(x - n // 2)
+
+        return max(empty, key=score), "next to the stones"
+
+
+# ====================================================================== the brain
+class Brain:
+    """The protocol state machine; `handle(line)` returns False at END.
+
+    Args:
+      write: writes one answer line.
+      models: the models to choose from (`shipped_gomoku_models`, or the one a flag names).
+      loader: `loader(model, size, rule)` -> Agent (default `load_agent`); runs in a
+        background thread after START.
+      chunk, sims, turn_ms: see the command-line flags.
+    """
+
+    def __init__(self, write, models: list[Model], loader=None, chunk: int = 8,
+                 sims: int | None = None, turn_ms: int = 5000, seed: int = 0):
         self.write = write
+        self.models = list(models)
+        self.loader = loader or (lambda m, n, r: load_agent(m, n, r, seed))
         self.chunk = int(chunk)
         self.sims = sims
         self.info = {"timeout_turn": int(turn_ms), "timeout_match": 0, "time_left": None,
-                     "rule": None}
-        self.started = False
-        self.warm = False
-        self.board_lines: list[tuple[int, int, int]] | None = None  # inside BOARD ... DONE
-        self.reset()
+                     "rule": 0, "max_memory": 0}
+        self.size: int | None = None
+        self.model: Model | None = None
+        self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
+        self._job = None  # (model, size, rule, thread, box) of the agent being loaded
+        self._chunk_s = None  # the slowest chunk seen (seconds)
+        self.board = Board(15, "freestyle")
+        self._received = time.perf_counter()
+
+    @property
+    def started(self) -> bool:
+        return self.size is not None
+
+    @property
+    def rule(self) -> str:
+        rule = self.info["rule"]
+        if rule & 4:
+            raise ValueError(f"rule {rule} (renju) is not supported: az_jax plays freestyle "
+                             "(rule 0) and exactly five (rule 1)")
+        if rule & 8:
+            raise ValueError(f"rule {rule} (caro) is not supported: az_jax plays freestyle "
+                             "(rule 0) and exactly five (rule 1)")
+        return RULES[rule & 1]
+
+    # ------------------------------------------------------------------ model choice
+    def _select(self, size: int) -> None:
+        """Chooses the model for `size` and the rule; loads it in the background."""
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            raise ValueError(f"unsupported size {size}: boards from {MIN_SIZE} to {MAX_SIZE}")
+        model = choose(self.models, size, self.rule)
+        self._check_memory()
+        key = (model, size, self.rule)
+        if self._job is None or self._job[:3] != key:
+            box: dict = {}
+            thread = threading.Thread(target=self._load, args=(key, box), daemon=True)
+            self._job = (*key, thread, box)
+            self._chunk_s = None
+            thread.start()
+        self.model = model
+
+    def _load(self, key, box) -> None:
+        try:
+            agent = self.loader(*key)
+            t0 = time.perf_counter()
+            state = agent.new_game()
+            agent.play(state, 0)  # compiles the step
+            if self.sims:
+                agent.warmup(self.sims)
+            else:  # one compiled chunk (noisy: each chunk adds a fresh sample)
+                agent._run(state, self.chunk, evaluation=False)
+                t1 = time.perf_counter()
+                agent._run(state, self.chunk, evaluation=False)  # compiled now: its speed
+                box["chunk_s"] = time.perf_counter() - t1
+            box["warmup_s"] = time.perf_counter() - t0
+            box["agent"] = agent
+        except Exception as e:  # noqa: BLE001 - reported at the next move
+            traceback.print_exc(file=sys.stderr)
+            box["error"] = f"{type(e).__name__}: {e}"
+
+    def _agent(self, wait_s: float):
+        """The loaded agent, waiting at most `wait_s` for it (None if not ready)."""
+        if self._job is None:
+            return None
+        *_, thread, box = self._job
+        if "agent" not in box and "error" not in box:
+            thread.join(None if wait_s == float("inf") else max(0.0, wait_s))
+        if "error" in box:
+            raise ValueError(f"the model {self.model.name} failed to load: {box['error']}")
+        if "agent" in box and self._chunk_s is None:
+            self._chunk_s = box.get("chunk_s")
+        return box.get("agent")
+
+    def _check_memory(self) -> None:
+        limit = self.info["max_memory"]
+        if limit and limit < MIN_MEMORY_MB * 2**20:
+            raise ValueError(f"INFO max_memory {limit} bytes is below the {MIN_MEMORY_MB} MB "
+                             "this brain needs (JAX alone takes ~190 MB)")
 
     # ------------------------------------------------------------------ game state
     def reset(self) -> None:
-        self.moves: list[int] = []
-        self.state = self.agent.new_game()
-
-    def _replay(self, moves: list[int]) -> None:
-        self.reset()
-        for a in moves:
-            self.state = self.agent.play(self.state, a)
-            self.moves.append(a)
+        self.board = Board(self.size or 15, self.rule)
+        self._state, self._synced, self._synced_moves = None, 0, []
 
     def _coords(self, text: str) -> int:
         m = _COORDS.match(text)
@@ -108,54 +395,112 @@ class Brain:
     def _xy(self, action: int) -> str:
         return f"{action % self.size},{action // self.size}"
 
-    def _check_move(self, action: int) -> None:
-        if self.agent.is_over(self.state):
-            raise ValueError("the game is over (RESTART or START for a new one)")
-        if not bool(self.state.legal_action_mask[action]):
-            raise ValueError(f"{self._xy(action)} is occupied")
-
     def _play(self, action: int) -> None:
-        self._check_move(action)
-        self.state = self.agent.play(self.state, action)
-        self.moves.append(action)
+        if self.board.over:
+            raise ValueError("the game is over (RESTART or START for a new one)")
+        if self.board.cells[action] >= 0:
+            raise ValueError(f"{self._xy(action)} is occupied")
+        self.board.play(action)
+
+    def _sync(self, agent):
+        """The env state of the board (stepping only the new moves)."""
+        if self._state is None or self.board.moves[:self._synced] != self._synced_moves:
+            self._state, self._synced, self._synced_moves = agent.new_game(), 0, []
+        for a in self.board.moves[self._synced:]:
+            self._state = agent.play(self._state, a)
+        self._synced = len(self.board.moves)
+        self._synced_moves = list(self.board.moves)
+        return self._state
 
     # ------------------------------------------------------------------ thinking
     def budget(self) -> float:
-        """Seconds to search for this move (0: a single chunk)."""
+        """Seconds to search for this move, from when its command arrived."""
         turn = self.info["timeout_turn"]
-        if turn is None or turn <= 0:
-            return 0.0
-        seconds = turn / 1000.0
+        seconds = turn / 1000.0 if turn and turn > 0 else 0.0
         left = self.info["time_left"]
         if left is not None and self.info["timeout_match"]:
-            empty = self.size * self.size - len(self.moves)
+            empty = self.size * self.size - len(self.board.moves)
             moves_left = max(8, empty // 4)  # our moves still to come, roughly
             seconds = min(seconds, left / 1000.0 / moves_left)
         return max(0.0, seconds * TIME_SHARE - SAFETY_S)
 
     def think_and_play(self) -> str:
-        if self.agent.is_over(self.state):
+        if self.board.over:
             raise ValueError("the game is over (RESTART or START for a new one)")
+        t0 = self._received
+        fallback, why = self.board.tactical()
         if self.sims:
-            thought = self.agent.think(self.state, self.sims)
+            agent = self._agent(float("inf"))
+        else:  # wait for a model still loading only while a chunk would still fit after
+            agent = self._agent(self.budget() - (time.perf_counter() - t0) - (
+                self._chunk_s or self.budget() / 2))
+        thought = None
+        if agent is not None and why != "wins":
+            state = self._sync(agent)
+            if self.sims:
+                thought = agent.think(state, self.sims)
+            else:
+                thought = self._search(agent, state, t0)
+        if thought is None or why == "wins" or (
+                why == "blocks a five" and not self.board.wins(thought.action,
+                                                             self.board.to_move)):
+            action = fallback
+            self.write(f"MESSAGE tactical move ({why}); "
+                       + ("search not ready" if agent is None else
+                          "no time to search" if thought is None else
+                          f"the search chose {self._xy(thought.action)}"))
         else:
-            thought = self.agent.think_for(self.state, self.budget(), chunk=self.chunk)
-        self._play(thought.action)
-        return self._xy(thought.action)
+            action = thought.action
+            self.write(f"MESSAGE eval {thought.value:+.3f} (expected score "
+                       f"{100 * thought.win_rate:.0f}%) sims {thought.simulations} "
+                       f"time {1000 * (time.perf_counter() - t0):.0f} ms "
+                       f"model {self.model.name}")
+        self._play(action)
+        return self._xy(action)
 
-    def warmup(self) -> None:
-        """Compiles the searches once, so that no move pays for it."""
-        if self.warm:
-            return
-        if self.sims:
-            self.agent.warmup(self.sims)
-        else:
-            self.agent.warmup(self.chunk, noisy=True)
-        self.warm = True
+    def _search(self, agent, state, t0: float):
+        """Chunks of `self.chunk` simulations while the next one (timed by the slowest so
+        far) still fits the budget; None when none fits. The aggregate as `think_for`."""
+        import numpy as np
+
+        budget = self.budget()
+        fastest = not self.info["timeout_turn"]  # 0: as fast as possible, one chunk
+        visits = q_sum = weights = None
+        values, sims, first = [], 0, None
+        while True:
+            est = self._chunk_s or 0.0
+            if fastest and first is not None:
+                break
+            if not fastest and time.perf_counter() - t0 + est > budget:
+                break
+            t1 = time.perf_counter()
+            action, v, n, q, w = agent._run(state, self.chunk, evaluation=False)
+            took = time.perf_counter() - t1
+            self._chunk_s = took if self._chunk_s is None else max(
+                took, 0.9 * self._chunk_s + 0.1 * took)
+            if first is None:
+                first, visits, weights = action, n, w.astype(np.float64)
+                q_sum = np.where(np.isnan(q), 0.0, q * n)
+            else:
+                visits = visits + n
+                q_sum = q_sum + np.where(np.isnan(q), 0.0, q * n)
+                weights = weights + w
+            values.append(v)
+            sims += self.chunk
+        if first is None:
+            return None
+        action = first
+        if visits[action] < visits.max():
+            action = int(np.flatnonzero(visits == visits.max())[0])
+        q_mean = np.where(visits > 0, q_sum / np.maximum(visits, 1), np.nan)
+        return agent._thought(action, float(np.mean(values)), visits,
+                              q_mean.astype(np.float32),
+                              (weights / len(values)).astype(np.float32), sims, t0)
 
     # ------------------------------------------------------------------ protocol
     def handle(self, line: str) -> bool:
         """Processes one input line. Returns False when the brain should exit."""
+        self._received = time.perf_counter()
         text = line.strip()
         if not text:
             return True
@@ -180,17 +525,21 @@ class Brain:
     def _need_start(self) -> None:
         if not self.started:
             raise ValueError("no game: send START first")
+        self.rule  # noqa: B018 - raises for a refused rule
+        if self.model is None:
+            raise ValueError("no model for this board and rule (see the ERROR after START "
+                             "or INFO rule)")
 
     def _cmd_start(self, arg: str):
         m = _NUMBER.match(arg)
         if not m:
             raise ValueError(f"START needs a board size, got {_show(arg)}")
         n = int(m.group(1))
-        if n != self.size:
-            raise ValueError(f"unsupported size {n}: this model plays only on "
-                             f"{self.size}x{self.size} boards")
-        self.warmup()
-        self.started = True
+        self.size, self.model = None, None
+        self._select(n)
+        if self.sims:  # a fixed search, not a clock: START answers once it is compiled
+            self._agent(float("inf"))
+        self.size = n
         self.reset()
         self.write("OK")
 
@@ -199,9 +548,8 @@ class Brain:
         if not m:
             raise ValueError(f"RECTSTART needs width,height, got {_show(arg)}")
         w, h = int(m.group(1)), int(m.group(2))
-        if (w, h) != (self.size, self.size):
-            raise ValueError(f"unsupported board {w}x{h}: this model plays only on "
-                             f"{self.size}x{self.size} boards")
+        if w != h:
+            raise ValueError(f"unsupported board {w}x{h}: az_jax plays square boards only")
         return self._cmd_start(str(w))
 
     def _cmd_restart(self, arg: str):
@@ -211,14 +559,13 @@ class Brain:
 
     def _cmd_begin(self, arg: str):
         self._need_start()
-        if self.moves:
+        if self.board.moves:
             raise ValueError("BEGIN is for an empty board (send RESTART or BOARD)")
         self.write(self.think_and_play())
 
     def _cmd_turn(self, arg: str):
         self._need_start()
-        action = self._coords(arg)
-        self._play(action)
+        self._play(self._coords(arg))
         self.write(self.think_and_play())
 
     def _cmd_play(self, arg: str):
@@ -230,9 +577,12 @@ class Brain:
     def _cmd_takeback(self, arg: str):
         self._need_start()
         action = self._coords(arg)
-        if not self.moves or self.moves[-1] != action:
+        if not self.board.moves or self.board.moves[-1] != action:
             raise ValueError(f"{self._xy(action)} is not the last stone played")
-        self._replay(self.moves[:-1])
+        moves = self.board.moves[:-1]
+        self.reset()
+        for a in moves:
+            self.board.play(a)
         self.write("OK")
 
     def _cmd_board(self, arg: str):
@@ -287,10 +637,10 @@ class Brain:
         order += black[len(white):]
         self.reset()
         for i, a in enumerate(order):
-            if self.agent.is_over(self.state):
+            if self.board.over:
                 raise ValueError(f"the position was already won before stone {i + 1}")
             self._play(a)
-        if self.agent.is_over(self.state):
+        if self.board.over:
             raise ValueError("the position on BOARD is already decided")
 
     def _cmd_info(self, arg: str):
@@ -304,22 +654,23 @@ class Brain:
             if not m:
                 raise ValueError(f"INFO {key} needs an integer, got {_show(value)}")
             self.info[key] = int(m.group(1))
-            if key == "rule":
-                self._check_rule(self.info["rule"])
+            if key in ("rule", "max_memory") and self.started:
+                if key == "max_memory":
+                    self._check_memory()
+                    return
+                self.model = None
+                self._select(self.size)  # the rule may need another model
+                moves = list(self.board.moves)
+                self.reset()
+                for a in moves:
+                    self.board.play(a)
         # other keys (folder, evaluate, ...) are accepted and ignored
 
-    def _check_rule(self, rule: int) -> None:
-        wanted = "standard" if rule & 1 else "freestyle"
-        if rule & 4:
-            wanted = "renju"
-        if wanted != self.env.rule:
-            self.write(f"MESSAGE warning: rule {rule} asks for {wanted}; this model was "
-                       f"trained for {self.env.rule} gomoku")
-
     def _cmd_about(self, arg: str):
+        what = (f"{self.model.rule} {self.size}x{self.size}, model {self.model.name}"
+                if self.model else "freestyle and exactly five, 5x5 to 22x22")
         self.write(f'name="az_jax", version="{_version()}", author="az_jax authors", '
-                   f'country="unknown", note="AlphaZero in JAX, {self.env.rule} '
-                   f'{self.size}x{self.size}"')
+                   f'country="unknown", note="AlphaZero in JAX, {what}"')
 
     def _cmd_end(self, arg: str):
         return False
@@ -329,15 +680,75 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m az_jax.gomocup", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_source_args(p, "a Gomoku training run's directory")
-    p.add_argument("--chunk", type=int, default=32, metavar="N",
-                   help="simulations per search chunk in timed play (default 32)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--workdir", help="a Gomoku training run's directory (its newest "
+                                       "checkpoint) instead of the shipped models")
+    src.add_argument("--checkpoint", metavar="PATH",
+                     help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
+    src.add_argument("--model", metavar="NAME",
+                     help="only this shipped model: " + (", ".join(cli.shipped_models())
+                                                         or "none in az_jax/models/"))
+    p.add_argument("--chunk", type=int, default=8, metavar="N",
+                   help="simulations per compiled search chunk in timed play (default 8)")
     p.add_argument("--sims", type=int, default=None, metavar="N",
                    help="search exactly N simulations per move, ignoring the clock")
     p.add_argument("--turn-ms", type=int, default=5000, metavar="MS",
                    help="time per move until INFO timeout_turn says otherwise (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    p.add_argument("--precompile", nargs="?", const="15,20", metavar="SIZES",
+                   help="compile the searches for these board sizes (default 15,20) into "
+                        "the persistent cache and exit: run once after installing, so that "
+                        "no tournament game pays for a compile (~500 MB peak, tens of "
+                        "seconds; a brain that finds its search cached peaks near 300 MB)")
     return p
+
+
+def precompile(models: list[Model], sizes: str, args) -> int:
+    """Fills the compilation cache for `sizes` (freestyle); returns the exit status."""
+    try:
+        wanted = [int(n) for n in sizes.split(",")]
+    except ValueError:
+        print(f"error: --precompile takes sizes like 15,20, got {sizes!r}", file=sys.stderr)
+        return 2
+    for n in wanted:
+        brain = Brain(lambda line: None, models, chunk=args.chunk, sims=args.sims, seed=args.seed)
+        t0 = time.perf_counter()
+        if not brain.handle(f"START {n}") or brain.model is None:
+            print(f"error: no model plays {n}x{n} freestyle", file=sys.stderr)
+            return 2
+        try:
+            brain._agent(float("inf"))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"compiled {brain.model.name} for {n}x{n} in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr)
+    return 0
+
+
+def source_models(args) -> list[Model]:
+    """The models the flags allow (all shipped Gomoku models without a flag).
+
+    Raises:
+      ValueError, FileNotFoundError: with a message for the user.
+    """
+    if args.workdir is not None:
+        if not str(args.workdir).strip():
+            raise ValueError("--workdir is empty")
+        return [read_model(args.workdir)]
+    if args.checkpoint is not None:
+        path = Path(args.checkpoint).expanduser().absolute()
+        if not path.name.isdigit() or path.parent.name != "checkpoints":
+            raise ValueError(f"{args.checkpoint} is not a checkpoint directory: expected "
+                             "<workdir>/checkpoints/<iteration>")
+        return [read_model(path.parent.parent, step=int(path.name))]
+    models = shipped_gomoku_models()
+    if args.model is not None:
+        models = [m for m in models if m.name == args.model]
+        if not models:
+            raise ValueError(f"no shipped Gomoku model {args.model!r}; available: "
+                             + ", ".join(m.name for m in shipped_gomoku_models()))
+    return models
 
 
 def main(argv=None, stdin=None, stdout=None) -> int:
@@ -356,25 +767,33 @@ def _serve(args, stdin, out) -> int:
         stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
     if hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")  # e.g. a cp1252 console on Windows
+    lock = threading.Lock()
 
     def write(line: str) -> None:
-        out.write(line + "\n")
-        out.flush()
+        with lock:
+            out.write(line + "\n")
+            out.flush()
 
-    from az_jax import agent as agent_lib
-
-    agent_lib.quiet_logs()
+    # The model loads in a thread: hand the interpreter over often, so that it never
+    # holds up an answer by more than a millisecond.
+    sys.setswitchinterval(0.0005)
     for name in ("chunk", "sims"):
         value = getattr(args, name)
         if value is not None and value < 1:
             print(f"error: --{name} must be >= 1", file=sys.stderr)
             return 2
-    loaded = cli.load_agent(args, args.chunk, lambda agent: Brain(
-        agent, write, chunk=args.chunk, sims=args.sims, turn_ms=args.turn_ms))
-    if loaded is None:
+    try:
+        models = source_models(args)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    agent, brain = loaded
-    print(f"az_jax gomocup brain: {agent.description}", file=sys.stderr, flush=True)
+    if args.precompile:
+        return precompile(models, args.precompile, args)
+    brain = Brain(write, models, chunk=args.chunk, sims=args.sims, turn_ms=args.turn_ms,
+                  seed=args.seed)
+    print("az_jax gomocup brain: " + ", ".join(
+        f"{m.name} ({m.rule} {m.size}x{m.size}, {m.head} head)" for m in models),
+        file=sys.stderr, flush=True)
     while True:
         line = stdin.readline()
         if not line:  # the manager closed the pipe
@@ -383,5 +802,14 @@ def _serve(args, stdin, out) -> int:
             return 0
 
 
+def run() -> None:
+    """The console script `pbrain-az_jax`: `main`, then an immediate exit (a model still
+    compiling in the background must not hold up, or crash, the exit at END)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

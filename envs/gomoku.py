@@ -1,4 +1,4 @@
-"""Gomoku on an N x N board (5 <= N <= 19): five in a row wins.
+"""Gomoku on an N x N board (5 <= N <= 22): five in a row wins.
 
 Rules (`rule=`):
   "freestyle": five or more stones in a row (any direction) win.
@@ -28,7 +28,7 @@ import numpy as np
 from envs import core
 
 RULES = ("freestyle", "standard")
-MIN_SIZE, MAX_SIZE = 5, 19
+MIN_SIZE, MAX_SIZE = 5, 22  # 22: the largest board piskvork managers offer
 _EMPTY = -1
 _REACH = 5  # cells looked at on each side: enough to tell exactly five from an overline
 

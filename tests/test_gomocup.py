@@ -13,13 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import envs
 from az_jax import gomocup
 from tests.test_play import make_run
 
@@ -255,7 +253,8 @@ def test_cli_errors(tmp_path, capsys):
         assert word in out, word
 
 
-def test_a_non_gomoku_model_is_refused():
-    not_gomoku = types.SimpleNamespace(env=envs.make("tictactoe"))
+def test_a_non_gomoku_model_is_refused(tmp_path):
+    make_run(tmp_path / "ttt", "tictactoe")
     with pytest.raises(ValueError, match="needs a Gomoku model"):
-        gomocup.Brain(not_gomoku, print)
+        gomocup.read_model(tmp_path / "ttt")
+    assert gomocup.main(["--workdir", str(tmp_path / "ttt")]) == 2
