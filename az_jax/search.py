@@ -41,7 +41,7 @@ POLICIES = ("gumbel", "muzero")
 TACTICS = ("none", "win", "win_and_block")
 # Read when a config has no such field (configs saved before it existed): the search rule
 # changes nothing the network learned, so older models play with the current defaults.
-DEFAULT_TACTICS = "win"  # self-play: the A x A block check cost ~3x there (README)
+DEFAULT_TACTICS = "none"  # self-play: "win" learned worse in tic-tac-toe (README)
 DEFAULT_EVAL_TACTICS = "win_and_block"  # front ends, arena: about free at a batch of one
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
 # Child states stepped at once (per search batch) when looking for the opponent's winning replies;

@@ -41,7 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
     # the opponent a win in one, when some move does not (A x A env steps per root: about
     # free in play, ~4x the self-play time of Gomoku 15x15 with a small net on a CPU).
     # "none": the plain search. README "Tactical safety of the search" has the figures.
-    c.search.tactics = "win"  # self-play searches: none | win | win_and_block
+    c.search.tactics = "none"  # self-play searches: none | win | win_and_block (README)
     c.search.eval_tactics = "win_and_block"  # evaluation searches (arena, play, web, gomocup)
     # gumbel, evaluation only: the considered set grows to num_simulations // this when that
     # exceeds max_num_considered_actions (800 simulations: 50 moves). 0 = no growth.

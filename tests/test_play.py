@@ -331,8 +331,13 @@ def test_the_estimate_is_the_chosen_childs_q(agents, which):
         logits = np.where(np.asarray(state.legal_action_mask)[None], logits, -np.inf)
         improved = np.asarray(jax.nn.softmax(logits))[0]
         np.testing.assert_allclose(thought.weights, improved, atol=1e-5)
-        # ... which is not Gumbel's visit schedule.
-        assert np.abs(thought.weights - visits / visits.sum()).max() > 0.05
+        # The root tactics (search.eval_tactics) leave only the winning move to search.
+        assert visits[thought.action] == visits.sum()
+        # In a position where nothing is decided the weights are not Gumbel's visit
+        # schedule.
+        quiet = agent.think(_position(agent, ["B2"]))
+        assert (quiet.visits > 0).sum() > 1
+        assert np.abs(quiet.weights - quiet.visits / quiet.visits.sum()).max() > 0.05
     else:
         assert thought.weight_label == "visit share"
         np.testing.assert_allclose(thought.weights, visits / visits.sum(), atol=1e-6)
