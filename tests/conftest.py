@@ -10,6 +10,16 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture(scope="module")
+def fast_compiles():
+    """XLA without most optimisations for one test module (seconds to compile instead of
+    tens of seconds); use with `pytestmark = pytest.mark.usefixtures("fast_compiles")`."""
+    old = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
+
+
 @functools.cache
 def _batched(env):
     """jit(vmap(init)), jit(vmap(step)) for one env object, compiled once per session."""

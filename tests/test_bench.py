@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax
 import pytest
 
 from az_jax import bench
@@ -25,13 +24,8 @@ TINY = ["--set", "network.channels=4", "--set", "network.num_blocks=1",
 SIZED = TINY + ["--batch", "4", "--sims", "2", "--plies", "2"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _fast_compiles():
-    """Compile without most XLA optimisations (seconds instead of tens of seconds)."""
-    old = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+# Compile without most XLA optimisations (seconds instead of tens of seconds).
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 def _positive(result: dict, *keys: str) -> None:

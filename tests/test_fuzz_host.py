@@ -37,7 +37,7 @@ from az_jax import agent as agent_lib
 from az_jax import gomocup, solver_bench, trainer, web
 from configs import default as default_config
 from tests.test_gomocup import BrainProcess
-from tests.test_play import make_run
+from tests.tiny import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 9  # the board of the tiny Gomoku model

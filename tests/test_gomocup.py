@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from az_jax import gomocup
-from tests.test_play import make_run
+from tests.tiny import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 9

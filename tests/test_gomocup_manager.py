@@ -19,14 +19,13 @@ import tomllib
 from pathlib import Path
 
 import jax
-import ml_collections
 import numpy as np
 import pytest
 
 import envs
 from az_jax import checkpoint as ckpt
-from az_jax import gomocup, learner, network
-from tests.test_play import make_run
+from az_jax import gomocup
+from tests.tiny import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SLACK_S = 0.030  # driver-side slack on a loaded 2-core machine (pipes, scheduling)
@@ -35,22 +34,7 @@ LOADING_SLACK_S = 0.200  # the same while the brain imports JAX in its loader th
 
 def conv_run(workdir: Path, size: int = 9, rule: str = "freestyle") -> Path:
     """A workdir with one checkpoint of a tiny untrained conv-head Gomoku network."""
-    sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
-    from configs import default
-
-    config = default.get_config()
-    config.env.id = "gomoku"
-    config.env.kwargs = ml_collections.ConfigDict({"size": size, "rule": rule})
-    config.search.policy = "gumbel"
-    config.network.channels, config.network.num_blocks, config.network.head = 8, 1, "conv"
-    config.search.num_simulations = 4
-    env = envs.make("gomoku", size=size, rule=rule)
-    net = network.make_network(config.network, env)
-    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
-    state = learner.init_train_state(variables, learner.make_optimizer(config.train, 1))
-    meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env), "iteration": 1}
-    ckpt.save(ckpt.manager(workdir), 1, {"train_state": state}, meta)
-    return workdir
+    return make_run(workdir, "gomoku", head="conv", size=size, rule=rule)
 
 
 # ============================================================== in-process (no brain process)

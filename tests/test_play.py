@@ -17,46 +17,18 @@ import uuid
 from pathlib import Path
 
 import jax
-import ml_collections
 import pytest
 
 import envs
 from az_jax import agent as agent_lib
-from az_jax import checkpoint as ckpt
-from az_jax import learner, network, play
+from az_jax import play
+from tests.tiny import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_run(workdir: Path, env_id: str, policy: str = "gumbel", **env_kwargs) -> Path:
-    """A workdir with one checkpoint of a tiny untrained network for `env_id`, searched
-    with `policy` (gumbel or muzero = PUCT)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # configs/
-    from configs import default
-
-    config = default.get_config()
-    config.env.id = env_id
-    config.search.policy = policy
-    config.env.kwargs = ml_collections.ConfigDict(env_kwargs)
-    config.network.channels, config.network.num_blocks = 8, 1
-    config.search.num_simulations = 4
-    env = envs.make(env_id, **env_kwargs)
-    net = network.make_network(config.network, env)
-    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
-    state = learner.init_train_state(variables, learner.make_optimizer(config.train, 1))
-    meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env), "iteration": 1}
-    ckpt.save(ckpt.manager(workdir), 1, {"train_state": state}, meta)
-    return workdir
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fast_compiles():
-    """Compile without most XLA optimisations (seconds instead of tens of seconds)."""
-    old = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+# Compile without most XLA optimisations (seconds instead of tens of seconds).
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 @pytest.fixture(scope="module")

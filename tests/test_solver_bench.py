@@ -1,5 +1,6 @@
 """The Connect4 solver benchmark: file format, mistake counting, agents, bitbully."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,15 +16,8 @@ DATA = Path(__file__).parent / "data" / "connect4_solver_200.txt"
 C4 = envs.make("connect4")
 
 
-def _has_bitbully() -> bool:
-    try:
-        import bitbully  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_bitbully = pytest.mark.skipif(not _has_bitbully(), reason="bitbully is not installed")
+needs_bitbully = pytest.mark.skipif(importlib.util.find_spec("bitbully") is None,
+                                    reason="bitbully is not installed")
 
 
 @pytest.fixture(scope="module")

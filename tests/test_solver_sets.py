@@ -1,6 +1,7 @@
 """Stratified Connect4 solver sets: phase / difficulty labels against hand-worked positions
 and bitbully, the shipped sets' invariants, and the generator on a tiny recipe."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,8 @@ SETS = Path(__file__).parent / "data" / "connect4"
 DRAWN_GAME = "44136567533446633544223266151557777121712"
 
 
-def _has_bitbully() -> bool:
-    try:
-        import bitbully  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_bitbully = pytest.mark.skipif(not _has_bitbully(), reason="bitbully is not installed")
+needs_bitbully = pytest.mark.skipif(importlib.util.find_spec("bitbully") is None,
+                                    reason="bitbully is not installed")
 
 
 def _pos(moves: str, scores) -> Position:

@@ -28,7 +28,7 @@ import envs
 from az_jax import agent as agent_lib
 from az_jax import web
 from az_jax.web import geometry
-from tests.test_play import make_run
+from tests.tiny import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -38,13 +38,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SIMS = 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _fast_compiles():
-    """Compile without most XLA optimisations (seconds instead of tens of seconds)."""
-    old = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+# Compile without most XLA optimisations (seconds instead of tens of seconds).
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 @contextlib.contextmanager
