@@ -77,13 +77,6 @@ def _steps(workdir: Path) -> list[int]:
     return sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
 
 
-def has_run(workdir) -> bool:
-    """True when `workdir` holds anything of a run (a checkpoint, config.json, metrics)."""
-    workdir = Path(workdir)
-    return bool(_steps(workdir)) or any(
-        (workdir / name).exists() for name in ("config.json", "metrics.jsonl"))
-
-
 def saved_config(workdir) -> tuple[dict, str] | None:
     """The config of the run in `workdir` and where it was read: the metadata of the newest
     checkpoint whose metadata reads, else `config.json` (a run stopped before its first
