@@ -13,9 +13,16 @@ def use_all_cpu_cores() -> None:
     """
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return
-    n = max(1, min(os.cpu_count() or 1, 8))
+    n = max(1, min(usable_cpu_count(), 8))
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={n}").strip()
+
+
+def usable_cpu_count() -> int:
+    """The cores this process may run on (taskset, cgroups' cpusets), not the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def initialize_distributed(coordinator=None, num_processes=None, process_id=None) -> None:
