@@ -1,6 +1,7 @@
 """The learner: TrainState, the AlphaZero loss, the optax chain, one update step.
 
-loss = cross-entropy(search policy, network policy) + value_weight * (z - v)^2,
+loss = cross-entropy(search policy, network policy) + value_weight * (z - v)^2 (the
+cross-entropy averaged over the positions that have a policy target),
 weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
 A non-finite loss or gradient skips the update and is counted in the metrics.
 """
@@ -87,7 +88,11 @@ def loss_fn(params, batch_stats, net, batch: Sample, value_weight: float):
     else:
         logits, value = net.apply(variables, batch.observation, batch.legal_mask, train=True)
         new_stats = batch_stats
-    policy_loss = optax.softmax_cross_entropy(logits, batch.policy).mean()
+    # Positions without a policy target (all-zero policy: the fast searches of playout-cap
+    # randomization) add nothing; the mean is over the positions that have one.
+    has_policy = batch.policy.sum(-1) > 0  # bool[N]
+    policy_loss = (optax.softmax_cross_entropy(logits, batch.policy).sum()
+                   / jnp.maximum(has_policy.sum(), 1))
     value_loss = jnp.mean((value - batch.value) ** 2)
     loss = policy_loss + value_weight * value_loss
     log_p = jax.nn.log_softmax(logits)

@@ -36,7 +36,7 @@ class Trajectory(NamedTuple):
     """What one window of self-play records, time-major."""
 
     observation: jax.Array  # float32[T, B, *obs_shape]  before the move, mover's view
-    policy: jax.Array  # float32[T, B, A]     search policy (the policy target)
+    policy: jax.Array  # float32[T, B, A]     search policy (the policy target; zeros: none)
     legal_mask: jax.Array  # bool[T, B, A]
     player: jax.Array  # int32[T, B]          who moved
     reward: jax.Array  # float32[T, B]        the mover's reward for this move
@@ -74,7 +74,8 @@ def per_game_keys(key, game_ids):
 
 
 def selfplay(search, env, variables, states, key, *, num_plies: int, temperature_plies: int,
-             greedy_from_search: bool = True, game_ids=None, reuse_root: bool | None = None):
+             greedy_from_search: bool = True, game_ids=None, reuse_root: bool | None = None,
+             fast_simulations: int = 0, full_search_fraction: float = 1.0):
     """Plays `num_plies` plies in every game of the batch `states`.
 
     Args:
@@ -91,6 +92,12 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
         `per_game_keys`.
       reuse_root: take each root's evaluation from the previous search's tree (see the
         module docstring); default `env.deterministic`. It changes no result, only the cost.
+      fast_simulations, full_search_fraction: playout-cap randomization (KataGo). With
+        fast_simulations > 0, each ply draws (one draw for the whole batch, from `key`, so
+        the same on every device) between the full search (probability
+        full_search_fraction, the search's own num_simulations) and a fast search of
+        fast_simulations. Fast plies move the games on and get value targets, but their
+        policy target is all zeros: the learner's policy loss skips them.
     Returns:
       (Trajectory [T, B, ...], the states after the window).
 
@@ -122,38 +129,60 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
     else:
         evaluated = None
 
+    def searched(num_simulations, policy_target):
+        """One search and the move it picks: (action, policy target, root value, the
+        played child's evaluation or None), for either branch of the playout cap."""
+        def run(states, evaluated, k_search, k_act):
+            root = None
+            if evaluated is not None:
+                root = mctx.RootFnOutput(prior_logits=evaluated[0], value=evaluated[1],
+                                         embedding=states)
+            # One search key per shard (its first game id): per-game keys would make the
+            # noise independent of the device split, but a batch-of-one search per game
+            # costs ~2x.
+            out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]),
+                         root=root, num_simulations=num_simulations)
+            tree = out.search_tree
+            action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, 0, None, None))(
+                per_game_keys(k_act, game_ids), out.action, out.action_weights,
+                tree.children_visits[:, 0] > 0, states.step_count, temperature_plies,
+                greedy_from_search)
+            child = None
+            if evaluated is not None:  # the played child's evaluation (visited: index >= 0)
+                index = tree.children_index[rows, 0, action]  # int32[B]
+                child = (tree.children_prior_logits[rows, index], tree.raw_values[rows, index])
+            policy = out.action_weights if policy_target else jnp.zeros_like(out.action_weights)
+            return action, policy, tree.node_values[:, 0], child
+        return run
+
+    full_search = searched(None, True)
+    fast_search = searched(fast_simulations, False) if fast_simulations > 0 else None
+
     def body(carry, key):
         states, evaluated = carry
-        k_search, k_act, k_step, k_reset = jax.random.split(key, 4)
-        root = None
-        if evaluated is not None:
-            root = mctx.RootFnOutput(prior_logits=evaluated[0], value=evaluated[1],
-                                     embedding=states)
-        # One search key per shard (its first game id): per-game keys would make the noise
-        # independent of the device split, but a batch-of-one search per game costs ~2x.
-        out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]), root=root)
-        tree = out.search_tree
-        act_keys = per_game_keys(k_act, game_ids)
-        action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, 0, None, None))(
-            act_keys, out.action, out.action_weights, tree.children_visits[:, 0] > 0,
-            states.step_count, temperature_plies, greedy_from_search)
+        if fast_search is None:
+            k_search, k_act, k_step, k_reset = jax.random.split(key, 4)
+            action, policy, root_value, child = full_search(states, evaluated, k_search, k_act)
+        else:
+            k_search, k_act, k_step, k_reset, k_cap = jax.random.split(key, 5)
+            full = jax.random.bernoulli(k_cap, full_search_fraction)  # bool[], whole batch
+            action, policy, root_value, child = jax.lax.cond(
+                full, full_search, fast_search, states, evaluated, k_search, k_act)
         nxt = jax.vmap(env.step)(states, action, per_game_keys(k_step, game_ids))
         record = Trajectory(
             observation=states.observation,
-            policy=out.action_weights,
+            policy=policy,
             legal_mask=states.legal_action_mask,
             player=states.current_player,
             reward=nxt.rewards[rows, states.current_player],
             done=nxt.done,
             next_player=nxt.current_player,
-            root_value=tree.node_values[:, 0],
+            root_value=root_value,
         )
         if evaluated is not None:  # the played child's evaluation; restarts: the initial one
-            child = tree.children_index[rows, 0, action]  # int32[B], visited: >= 0
-            logits, value = tree.children_prior_logits[rows, child], tree.raw_values[rows, child]
             restart = nxt.done  # bool[B]: reset_done puts the initial position there
-            evaluated = (jnp.where(restart[:, None], initial.prior_logits, logits),
-                         jnp.where(restart, initial.value, value))
+            evaluated = (jnp.where(restart[:, None], initial.prior_logits, child[0]),
+                         jnp.where(restart, initial.value, child[1]))
         return (reset_done(nxt, k_reset), evaluated), record
 
     (states, _), traj = jax.lax.scan(body, (states, evaluated),

@@ -51,20 +51,23 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
         "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
         "search.eval_sims_per_considered": 0, "eval.every": 0, "eval.num_games": 1,
-        "eval.num_simulations": 1, "eval.opening_plies": 0, "selfplay.max_game_length": 0}
+        "eval.num_simulations": 1, "eval.opening_plies": 0, "selfplay.max_game_length": 0,
+        "selfplay.fast_simulations": 0}
     floats = {  # name: (low, high, low allowed)
         "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
         "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
         "search.gumbel_scale": (0.0, math.inf, True), "search.discount": (0.0, 1.0, False),
         "search.dirichlet_alpha": (0.0, math.inf, False),
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
-        "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True)}
+        "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True),
+        "selfplay.full_search_fraction": (0.0, 1.0, False)}
     bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
              "checkpoint.save_replay", "checkpoint.restart", "log.tensorboard", "log.progress")
     # Fields that configs saved before they existed lack.
     optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length",
                 "checkpoint.restart", "network.head", "search.eval_sims_per_considered",
-                "search.tactics", "search.eval_tactics")
+                "search.tactics", "search.eval_tactics", "selfplay.fast_simulations",
+                "selfplay.full_search_fraction")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES, "network.head": network.HEADS,
                "search.tactics": search.TACTICS, "search.eval_tactics": search.TACTICS}
@@ -95,6 +98,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         problems.append(f"seed={seed!r} must be a 64-bit integer")
     for name, (low, high, low_ok) in floats.items():
         v = get(name)
+        if missing(name):
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float):
             problems.append(f"{name}={v!r} must be a number")
         elif not (math.isfinite(v) and (low < v or (low_ok and v == low)) and v <= high):
@@ -120,6 +125,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     if config.train.num_iterations * config.train.updates_per_iteration > int32:
         problems.append("train.num_iterations * train.updates_per_iteration must be at most "
                         f"{int32} (the step counter is int32)")
+    fast = config.selfplay.get("fast_simulations", 0)
+    if fast and fast >= config.search.num_simulations:
+        problems.append(f"selfplay.fast_simulations={fast} must be below "
+                        f"search.num_simulations={config.search.num_simulations} (0: every "
+                        "ply gets the full search)")
     if config.selfplay.batch_size % num_devices:
         problems.append(f"selfplay.batch_size={config.selfplay.batch_size} must be divisible "
                         f"by the number of devices ({num_devices})")
@@ -335,7 +345,9 @@ def make_steps(setup: Setup):
         traj, states = selfplay.selfplay(
             setup.search, setup.env, variables, games.states, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
-            greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids)
+            greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids,
+            fast_simulations=c.selfplay.get("fast_simulations", 0),
+            full_search_fraction=c.selfplay.get("full_search_fraction", 1.0))
         if mode == "pending":  # pending plies first, then the window: [L + T, B]
             timeline, targets, valid, pending, dropped = selfplay.settle_pending(
                 games.pending, traj, c.search.discount)
@@ -463,6 +475,8 @@ def _selfplay_counts(traj: selfplay.Trajectory, valid, pending, dropped) -> dict
         "first_player_wins": (done & (traj.reward != 0) & first_won).sum(),
         "draws": (done & (traj.reward == 0)).sum(),
         "plies_added": valid.sum(dtype=jnp.int32),
+        # plies searched in full (with a policy target; all of them without a playout cap)
+        "plies_full_search": (traj.policy.sum(-1) > 0).sum(dtype=jnp.int32),
         "plies_pending": pending,
         "plies_dropped": dropped.sum(dtype=jnp.int32),
         "root_value_abs": jnp.abs(traj.root_value).sum(),
@@ -479,6 +493,7 @@ def _selfplay_stats(counts: dict) -> dict:
         "plies_added": counts["plies_added"],
         "plies_pending": counts["plies_pending"],
         "plies_dropped": counts["plies_dropped"],
+        "plies_full_search": counts["plies_full_search"],
         "root_value_abs": counts["root_value_abs"] / jnp.maximum(counts["moves"], 1),
     }
 

@@ -63,6 +63,12 @@ def get_config() -> ml_collections.ConfigDict:
     # True: plies of running games get value targets bootstrapped from the search value at
     # the window's end (n-step, as MuZero) instead of waiting (takes precedence over pending).
     c.selfplay.bootstrap = False
+    # Playout-cap randomization (KataGo): 0 = every ply gets the full search. n > 0: a ply
+    # gets the full search (search.num_simulations, with a policy target) with probability
+    # full_search_fraction, else a fast one of n simulations that only moves the game on
+    # (its ply still gets a value target). One draw per ply for the whole batch.
+    c.selfplay.fast_simulations = 0
+    c.selfplay.full_search_fraction = 0.25
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 100_000  # positions kept on device

@@ -29,6 +29,8 @@ def _tiny_config():
     c.train.num_iterations, c.train.warmup_steps = 4, 1
     c.replay.capacity, c.replay.min_size = 256, 1
     c.parallel.shards = 4
+    # Playout-cap randomization on: its per-ply draw must be the same on every device.
+    c.selfplay.fast_simulations, c.selfplay.full_search_fraction = 2, 0.5
     c.eval.every, c.checkpoint.every, c.log.progress = 0, 4, False
     return c
 
@@ -50,6 +52,8 @@ def _worker(out_dir: str) -> None:
         np.savez(Path(out_dir) / f"params{n}.npz", *[np.asarray(p) for p in params])
         report[f"loss{n}"] = metrics["loss"]
         report[f"games{n}"] = metrics["games"]
+        report[f"full{n}"] = metrics["plies_full_search"]
+        report[f"moves{n}"] = metrics["moves"]
 
     # The accelerator path (one jitted program, updates in a lax.scan) and the CPU path
     # (updates looped from the host) compute the same iterations.
@@ -108,6 +112,9 @@ def result(tmp_path_factory):
 def test_four_devices_train_like_one(result):
     report, p1, p4 = result
     assert report["games1"] == report["games4"] > 0
+    assert report["full1"] == report["full4"]
+    # One draw per ply for all 16 games (on every device): whole plies are full or fast.
+    assert report["full1"] % 16 == 0 and 0 <= report["full1"] <= report["moves1"]
     assert report["loss4"] == pytest.approx(report["loss1"], rel=1e-4, abs=1e-5)
     assert len(p1) == len(p4) > 0
     for a, b in zip(p1, p4, strict=True):
