@@ -168,6 +168,7 @@ def main(argv):
     FLAGS = flags.FLAGS
     parallel_setup.initialize_distributed(FLAGS.coordinator, FLAGS.num_processes,
                                           FLAGS.process_id)
+    parallel_setup.use_compilation_cache()  # $AZ_JAX_CACHE, default ~/.cache/az_jax/jax
     from az_jax import trainer  # after the distributed runtime is up
 
     config = FLAGS.config

@@ -181,13 +181,11 @@ def configure_jax() -> None:
     if "xla_cpu_multi_thread_eigen" not in flags:
         os.environ["XLA_FLAGS"] = (flags + " " + XLA_FLAGS).strip()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    cache = os.environ.get("AZ_JAX_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "az_jax" / "jax")
-    import jax
+    from az_jax import parallel_setup
 
-    if cache != "off":
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if parallel_setup.use_compilation_cache(min_compile_seconds=0.0) is not None:
+        import jax
+
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
