@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from collections import Counter
 
 import jax
 import numpy as np
 import pytest
+
+# train.py subprocesses share compiled programs through JAX's persistent cache (az_jax's
+# own default would be ~/.cache/az_jax/jax): a temporary directory, kept between runs.
+os.environ.setdefault("AZ_JAX_CACHE", os.path.join(tempfile.gettempdir(),
+                                                   f"az_jax-tests-cache-{os.getuid()}"))
 
 
 @pytest.fixture(scope="module")
