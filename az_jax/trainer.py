@@ -116,6 +116,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             continue
         if get(name) not in accepted:
             problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
+    init_from = config.train.get("init_from", "")
+    if not isinstance(init_from, str):
+        problems.append(f"train.init_from={init_from!r} must be a path or model:NAME "
+                        "('' for a fresh network)")
     try:
         external.check_opponents(config.eval.opponents, get("env.id"))
     except (ValueError, TypeError, AttributeError) as e:
@@ -288,8 +292,7 @@ class Setup:
         """(train_state, games, buffer_state) for a fresh run; `games` is a `Games`, with
         nothing pending yet. The key is consumed."""
         k_net, k_games = jax.random.split(key)
-        variables = network.init_variables(self.net, self.env, k_net)
-        train_state = learner.init_train_state(variables, self.tx)
+        train_state = self.train_state(network.init_variables(self.net, self.env, k_net))
         batch = self.config.selfplay.batch_size
         games = Games(jax.vmap(self.env.init)(jax.random.split(k_games, batch)), None)
         if self.pending_length:
@@ -298,9 +301,13 @@ class Setup:
         example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
-        return (parallel.replicate(self.mesh, train_state),
-                parallel.shard(self.mesh, games),
+        return (train_state, parallel.shard(self.mesh, games),
                 parallel.shard(self.mesh, buffer_state))
+
+    def train_state(self, variables):
+        """A fresh TrainState (step 0, a new optimizer state) around `variables`, on every
+        device of the mesh."""
+        return parallel.replicate(self.mesh, learner.init_train_state(variables, self.tx))
 
 
 def make_steps(setup: Setup):
@@ -548,6 +555,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         if not restart:
             raise
         _move_aside(workdir, e.reason, is_writer)
+    source = config.train.get("init_from", "")
+    init = None  # only a new run starts from train.init_from; read it before writing
+    if source and not (Path(workdir) / ckpt.SUBDIR).is_dir():
+        init = init_variables(source, setup)
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
 
     run_key = jax.random.PRNGKey(config.seed)
@@ -582,9 +593,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         start = int(meta["iteration"])
         _log(f"resumed from {workdir} at iteration {start}", is_writer)
     else:
+        if init is not None:  # a new run that starts from another run's network
+            train_state = setup.train_state(init)
         best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
         _log(f"new run in {workdir}: {env!r}, {len(devices)} device(s) "
-             f"({devices[0].platform}), {setup.shards} data shards", is_writer)
+             f"({devices[0].platform}), {setup.shards} data shards"
+             + (f", network from {source}" if init is not None else ""), is_writer)
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
@@ -649,6 +663,39 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if writer is not None:
         writer.close()
     return last
+
+
+def init_variables(source: str, setup: Setup) -> dict:
+    """The network variables named by `train.init_from`: a training workdir, a checkpoint
+    directory (<workdir>/checkpoints/<iteration>) or `model:NAME` (a shipped model). The
+    network must have this run's shapes; the game must be this run's, with another board
+    size allowed for fully convolutional networks (e.g. Gomoku 9x9 -> 15x15).
+
+    Raises:
+      ValueError / FileNotFoundError: saying what does not fit, naming train.init_from.
+    """
+    where = f"train.init_from={source!r}"
+    try:
+        if source.startswith("model:"):
+            restored = ckpt.load(model=source[len("model:"):], play_env=setup.env)
+        elif Path(source).name.isdigit() and Path(source).parent.name == ckpt.SUBDIR:
+            restored = ckpt.load(checkpoint=source, play_env=setup.env)
+        else:
+            restored = ckpt.load(workdir=source, play_env=setup.env)
+    except (ValueError, FileNotFoundError) as e:
+        raise type(e)(f"{where}: {e}") from None
+    want = jax.eval_shape(lambda: network.init_variables(setup.net, setup.env,
+                                                         jax.random.PRNGKey(0)))
+    shapes = lambda tree: {jax.tree_util.keystr(k): tuple(v.shape)
+                           for k, v in jax.tree_util.tree_leaves_with_path(tree)}
+    if shapes(want) != shapes(restored.variables):
+        diff = sorted(set(shapes(want).items()) ^ set(shapes(restored.variables).items()))
+        raise ValueError(f"{where}: its network ({restored.config.network.num_blocks} blocks "
+                         f"x {restored.config.network.channels} channels, "
+                         f"{restored.config.network.get('head', 'dense')} head, norm "
+                         f"{restored.config.network.norm}) does not fit this run's "
+                         f"(first differences: {diff[:4]}); give the same network.* fields")
+    return jax.tree.map(jnp.asarray, restored.variables)
 
 
 def _move_aside(workdir: str, why: str, is_writer: bool) -> None:

@@ -24,9 +24,9 @@ import ml_collections
 
 # Fields (or groups, ending in ".") a resumed run may take from the command instead of the
 # run: they change no array in the checkpoint. `train.num_iterations` also rescales the
-# learning-rate schedule from the current step on.
-MAY_CHANGE = ("train.num_iterations", "eval.", "log.", "checkpoint.every", "checkpoint.keep",
-              "checkpoint.save_replay", "checkpoint.restart")
+# learning-rate schedule from the current step on; `train.init_from` only seeds a new run.
+MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "checkpoint.every",
+              "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart")
 
 
 class RunMismatch(ValueError):

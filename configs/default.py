@@ -86,6 +86,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.max_grad_norm = 1.0
     c.train.value_weight = 1.0
     c.train.augment = True  # random board symmetry per sample
+    # A new run's network starts from another run's: a workdir, a checkpoint directory or
+    # model:NAME (shipped). Same network shapes; with network.head=conv the board size may
+    # differ (a curriculum: Gomoku 9x9, then 15x15). "" = a fresh network. Resumes ignore it.
+    c.train.init_from = ""
 
     c.parallel = ml_collections.ConfigDict()
     # Logical data shards: each owns B/S games, their search keys and B_train/S of every

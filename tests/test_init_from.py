@@ -1,0 +1,62 @@
+"""`train.init_from`: a new run's network starts from another run's, another board size
+allowed for fully convolutional networks (a Gomoku curriculum)."""
+
+import jax
+import numpy as np
+import pytest
+
+from az_jax import checkpoint, trainer
+from configs import default
+from tests import tiny
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+
+def _config(size, source, head="conv", channels=8):
+    c = tiny.tiny_training(default.get_config(), plies=2, iterations=1, eval_every=0,
+                           eval_games=2)
+    c.env.id = "gomoku"
+    c.env.kwargs.size = size
+    c.network.channels, c.network.head = channels, head
+    c.replay.min_size = 200  # > the 16 plies played: no update, the network stays as it started
+    c.checkpoint.every = 1
+    c.train.init_from = str(source)
+    return c
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A 5x5 conv-head Gomoku run (8 channels, one block) with one checkpoint."""
+    return tiny.make_run(tmp_path_factory.mktemp("g5"), "gomoku", head="conv", size=5)
+
+
+def test_a_larger_board_starts_from_a_smaller_boards_network(source, tmp_path):
+    trainer.train_and_evaluate(_config(7, source), str(tmp_path / "g7"))
+    got = checkpoint.restore(tmp_path / "g7")
+    want = checkpoint.restore(source)
+    assert got.env.params["size"] == 7 and want.env.params["size"] == 5
+    for a, b in zip(jax.tree.leaves(want.variables), jax.tree.leaves(got.variables),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # A checkpoint directory names the same network.
+    ckpt_dir = next((source / checkpoint.SUBDIR).iterdir())
+    trainer.train_and_evaluate(_config(7, ckpt_dir), str(tmp_path / "g7b"))
+    again = checkpoint.restore(tmp_path / "g7b")
+    for a, b in zip(jax.tree.leaves(want.variables), jax.tree.leaves(again.variables),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_what_does_not_fit_is_refused_before_writing(source, tmp_path):
+    with pytest.raises(ValueError, match=r"train.init_from=.*does not fit this run's"):
+        trainer.train_and_evaluate(_config(5, source, channels=4), str(tmp_path / "a"))
+    with pytest.raises(ValueError, match=r"train.init_from=.*dense head"):
+        trainer.train_and_evaluate(_config(7, tiny.make_run(tmp_path / "d", "gomoku",
+                                                            size=5), head="dense"),
+                                   str(tmp_path / "b"))
+    with pytest.raises(FileNotFoundError, match=r"train.init_from="):
+        trainer.train_and_evaluate(_config(5, tmp_path / "nothing"), str(tmp_path / "c"))
+    with pytest.raises(ValueError, match=r"train.init_from='model:nope'.*no shipped model"):
+        trainer.train_and_evaluate(_config(5, "model:nope"), str(tmp_path / "e"))
+    for name in "abce":
+        assert not (tmp_path / name / checkpoint.SUBDIR).exists()
