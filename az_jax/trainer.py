@@ -60,14 +60,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "search.dirichlet_alpha": (0.0, math.inf, False),
         "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
         "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True),
-        "selfplay.full_search_fraction": (0.0, 1.0, False)}
+        "selfplay.full_search_fraction": (0.0, 1.0, False),
+        "train.q_target_weight": (0.0, 1.0, True)}
     bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
              "checkpoint.save_replay", "checkpoint.restart", "log.tensorboard", "log.progress")
     # Fields that configs saved before they existed lack.
     optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length",
                 "checkpoint.restart", "network.head", "search.eval_sims_per_considered",
                 "search.tactics", "search.eval_tactics", "selfplay.fast_simulations",
-                "selfplay.full_search_fraction")
+                "selfplay.full_search_fraction", "train.q_target_weight")
     choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
                "train.schedule": learner.SCHEDULES, "network.head": network.HEADS,
                "search.tactics": search.TACTICS, "search.eval_tactics": search.TACTICS}
@@ -362,6 +363,9 @@ def make_steps(setup: Setup):
         else:
             targets, valid = selfplay.value_targets(traj, c.search.discount, mode == "bootstrap")
             timeline, pending, dropped, waiting = traj, None, ~valid, jnp.zeros((), jnp.int32)
+        q_weight = c.train.get("q_target_weight", 0.0)
+        if q_weight:  # the search's root value mixed into the outcome
+            targets = (1.0 - q_weight) * targets + q_weight * timeline.root_value
         samples, valid_flat = replay.flatten_trajectory(timeline, targets, valid)
         buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
         counts = _selfplay_counts(traj, valid, waiting, dropped)

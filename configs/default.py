@@ -85,6 +85,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.weight_decay = 1e-4
     c.train.max_grad_norm = 1.0
     c.train.value_weight = 1.0
+    # Value target = (1 - w) * game outcome + w * the search's root value at the ply (w = 0:
+    # AlphaZero's outcome alone; 0.5: the average of z and q some Connect4 studies prefer).
+    c.train.q_target_weight = 0.0
     c.train.augment = True  # random board symmetry per sample
     # A new run's network starts from another run's: a workdir, a checkpoint directory or
     # model:NAME (shipped). Same network shapes; with network.head=conv the board size may

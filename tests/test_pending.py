@@ -211,3 +211,29 @@ def test_checkpoints_with_and_without_pending_plies_restore(tmp_path):
         _, state, _, _ = checkpoint.restore_latest(mngr, same, optional=("pending",))
         assert isinstance(state["pending"], selfplay.Pending)
         np.testing.assert_array_equal(state["a"], np.ones(3))
+
+
+@pytest.mark.usefixtures("fast_compiles")  # the module's last test: the fixture is module-wide
+def test_q_target_weight_mixes_the_root_value_in():
+    """train.q_target_weight = 1: the stored value targets are the searches' root values
+    (not game results); 0: the results (-1, 0, 1) alone. Tic-tac-toe games all end within
+    the 9-ply window, so every ply is stored."""
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    stored = {}
+    for weight in (0.0, 1.0):
+        c = tiny_training(tictactoe.get_config(), plies=9, iterations=1, eval_every=0,
+                          eval_games=2)
+        c.train.q_target_weight = weight
+        setup = trainer.Setup(c, jax.devices()[:1])
+        train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
+        play, _ = trainer.make_steps(setup)
+        _, buffer, _ = jax.jit(play)(train_state.variables, games, buffer, jax.random.PRNGKey(1))
+        sizes, values = np.asarray(buffer.size), np.asarray(buffer.data.value)
+        stored[weight] = np.concatenate([values[s, :n] for s, n in enumerate(sizes)])
+    assert len(stored[0.0]) == len(stored[1.0]) >= 8 * 5  # every ply of every game
+    assert set(np.unique(stored[0.0])) <= {-1.0, 0.0, 1.0}
+    assert np.abs(stored[1.0]).max() <= 1.0
+    assert not np.isin(stored[1.0], [-1.0, 0.0, 1.0]).all()  # root values, not results
