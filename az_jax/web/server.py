@@ -1,4 +1,4 @@
-"""The browser front end: a standard-library HTTP server with a JSON API and static files.
+"""The browser front end: a JSON API and static files, on Starlette served by uvicorn.
 
     python -m az_jax.web --model gomoku_15x15             # then open http://127.0.0.1:8000/
     python -m az_jax.web --workdir runs/connect4 --port 8080    # a run of train.py
@@ -29,16 +29,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import secrets
+import socket
 import sys
 import threading
-import traceback
 from collections import OrderedDict
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
 
 from az_jax import cli
 
@@ -334,164 +338,136 @@ class Games:
 
 
 # ---------------------------------------------------------------------- HTTP
-def make_handler(games: Games, quiet: bool = True) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to `games`."""
+# The HTTP layer is Starlette (routing, 404/405 with Allow, requests, responses, files) served
+# by uvicorn on h11 (parsing and framing: Content-Length, chunked bodies, bad requests).
+# What is ours: the routes, the size limit, JSON in and out, and every error as JSON.
+_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
-    routes = {
-        "/api/info": {"GET": lambda h, q, b: games.info()},
-        "/api/game": {"GET": lambda h, q, b: games.state(q)},
-        "/api/new": {"POST": lambda h, q, b: games.new(b)},
-        "/api/move": {"POST": lambda h, q, b: games.move(b)},
-        "/api/undo": {"POST": lambda h, q, b: games.undo(b)},
-        "/api/hint": {"POST": lambda h, q, b: games.hint(b)},
-    }
+
+def _json(status: int, data, headers: dict | None = None) -> Response:
+    """A JSON answer. An error closes the connection: an unread body is then no worry."""
+    close = {"Connection": "close"} if status >= 400 else {}
+    return Response(json.dumps(data, separators=(",", ":")).encode(), status,
+                    {**_HEADERS, **close, **(headers or {})}, "application/json; charset=utf-8")
+
+
+async def _read_json(request: Request) -> dict:
+    """The body of a POST as a JSON object of at most MAX_BODY bytes, else an ApiError."""
+    length = request.headers.get("content-length")
+    if length is None and "transfer-encoding" not in request.headers:
+        raise ApiError(411, "a Content-Length header is required")
+    if length is not None and int(length) > MAX_BODY:  # h11 has checked: 1-20 digits
+        raise ApiError(413, f"the body is too large ({length} bytes; at most {MAX_BODY})")
+    raw = bytearray()
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY:  # a chunked body: no length up front
+                raise ApiError(413, f"the body is too large (over {MAX_BODY} bytes)")
+    except ClientDisconnect:
+        raise ApiError(400, "the client left before the end of the body") from None
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # bad UTF-8 or JSON, or an integer of > 4300 digits
+        raise ApiError(400, f"the body is not valid JSON: {str(e)[:200]}") from None
+    except RecursionError:
+        raise ApiError(400, "the body is not valid JSON: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return data
+
+
+def make_app(games: Games) -> Starlette:
+    """The ASGI app: the JSON API over `games`, the page and its static files."""
     static_files = {p.name: p for p in STATIC.iterdir() if p.is_file()}
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "az_jax"
-        protocol_version = "HTTP/1.1"
-        timeout = 60  # seconds a client may take to send its request
+    def api(call, post: bool):
+        async def endpoint(request: Request) -> Response:
+            if post:
+                arg = await _read_json(request)
+            else:  # the query as parse_qs gives it: name -> list of values
+                arg = {k: request.query_params.getlist(k) for k in request.query_params}
+            # A search blocks: it runs in a worker thread, not on the event loop.
+            return _json(200, await run_in_threadpool(call, arg))
+        return endpoint
 
-        def log_message(self, fmt, *args):
-            if not quiet:
-                super().log_message(fmt, *args)
+    async def static(request: Request) -> Response:
+        file = static_files.get(request.path_params.get("name", "index.html"))
+        if file is None:  # only files that exist at start, by exact name
+            raise ApiError(404, f"no such file: {request.url.path}")
+        return FileResponse(file, headers=_HEADERS,
+                            media_type=_CONTENT_TYPES.get(file.suffix, "application/octet-stream"))
 
-        def send_error(self, code, message=None, explain=None):
-            """Every error as JSON (also those raised inside http.server itself)."""
-            if self.request_version == "HTTP/0.9":
-                # A request line that could not be read: http.server would answer with the
-                # bare body (HTTP/0.9); answer with a status line and headers instead.
-                self.request_version = self.protocol_version
-            if code == HTTPStatus.NOT_IMPLEMENTED:  # an unknown method
-                code, message = HTTPStatus.METHOD_NOT_ALLOWED, f"method {self.command} " \
-                                                               "is not allowed"
-            try:
-                text = message or HTTPStatus(code).phrase
-            except ValueError:
-                text = message or "error"
-            self._send_json(int(code), {"error": text}, close=True)
+    async def api_error(request: Request, e: ApiError) -> Response:
+        return _json(e.status, {"error": e.message})
 
-        # -------------------------------------------------------------- sending
-        def _send(self, status: int, body: bytes, content_type: str, close=False,
-                  headers=None):
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+    async def http_error(request: Request, e: HTTPException) -> Response:
+        """Starlette's own errors (no route, a method a route does not take) as JSON."""
+        path = request.url.path
+        if e.status_code == 404:
+            return _json(404, {"error": f"no such page or API: {path}"})
+        if e.status_code == 405:
+            allowed = ", ".join(sorted(e.headers["Allow"].split(", ")))
+            return _json(405, {"error": f"{path} takes {allowed}, not {request.method}"},
+                         {"Allow": allowed})
+        return _json(e.status_code, {"error": e.detail}, e.headers)
 
-        def _send_json(self, status: int, data, close=False, headers=None):
-            body = json.dumps(data, separators=(",", ":")).encode()
-            self._send(status, body, "application/json; charset=utf-8", close, headers)
+    async def internal_error(request: Request, e: Exception) -> Response:
+        # A bug: the answer says what; uvicorn then logs the traceback.
+        return _json(500, {"error": f"internal error: {type(e).__name__}: {e}"})
 
-        # -------------------------------------------------------------- dispatch
-        def _read_body(self) -> dict:
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                raise ApiError(411, "send the body with a Content-Length, not chunked")
-            lengths = self.headers.get_all("Content-Length") or []
-            if not lengths:
-                raise ApiError(411, "a Content-Length header is required")
-            length = lengths[0].strip()
-            # Digits only (int() would also take "+5", "5_0" or other scripts' digits), and
-            # one value: two different lengths make the request ambiguous.
-            if not re.fullmatch(r"[0-9]{1,30}", length) or any(
-                    v.strip() != length for v in lengths):
-                raise ApiError(400, f"bad Content-Length {_show(', '.join(lengths))}")
-            n = int(length)
-            if n > MAX_BODY:
-                self.close_connection = True
-                raise ApiError(413, f"the body is too large ({n} bytes; at most {MAX_BODY})")
-            raw = self.rfile.read(n)
-            if len(raw) < n:
-                raise ApiError(400, "the body is shorter than its Content-Length")
-            if not raw.strip():
-                return {}
-            try:
-                data = json.loads(raw.decode("utf-8"))
-            except ValueError as e:  # bad UTF-8 or JSON, or an integer of > 4300 digits
-                raise ApiError(400, f"the body is not valid JSON: {str(e)[:200]}") from None
-            except RecursionError:
-                raise ApiError(400, "the body is not valid JSON: nested too deeply") from None
-            if not isinstance(data, dict):
-                raise ApiError(400, "the body must be a JSON object")
-            return data
-
-        def _dispatch(self):
-            try:
-                try:
-                    url = urlsplit(self.path)
-                    query = parse_qs(url.query, max_num_fields=20)
-                except ValueError as e:  # e.g. "//[" (a bad IPv6 host), > 20 query fields
-                    raise ApiError(400, f"cannot read the URL: {e}") from None
-                path = url.path
-                static = path in ("/", "/index.html") or path.startswith("/static/")
-                if static and self.command in ("GET", "HEAD"):
-                    self._static(path)
-                    return
-                if path not in routes and not static:
-                    raise ApiError(404, f"no such page or API: {path}")
-                methods = routes.get(path, {"GET": None})
-                method = "GET" if self.command == "HEAD" else self.command
-                if method not in methods:
-                    allowed = ", ".join(methods)
-                    self._send_json(405, {"error": f"{path} takes {allowed}, not "
-                                                   f"{self.command}"},
-                                    close=True, headers={"Allow": allowed})
-                    return
-                body = self._read_body() if method == "POST" else {}
-                self._send_json(200, methods[method](self, query, body))
-            except ApiError as e:
-                # Close after an error: an unread body must not be taken for a request.
-                try:
-                    self._send_json(e.status, {"error": e.message}, close=True)
-                except OSError:  # the client has gone
-                    self.close_connection = True
-            except (ConnectionError, TimeoutError):
-                self.close_connection = True
-            except Exception as e:  # noqa: BLE001 - never let one request take the server down
-                traceback.print_exc(file=sys.stderr)
-                try:
-                    self._send_json(500, {"error": f"internal error: {type(e).__name__}: {e}"},
-                                    close=True)
-                except OSError:
-                    self.close_connection = True
-
-        def _static(self, path: str) -> None:
-            name = "index.html" if path in ("/", "/index.html") else path[len("/static/"):]
-            file = static_files.get(name)  # only files that exist at start, by exact name
-            if file is None:
-                raise ApiError(404, f"no such file: {path}")
-            ctype = _CONTENT_TYPES.get(file.suffix, "application/octet-stream")
-            self._send(200, file.read_bytes(), ctype)
-
-        do_GET = do_POST = do_HEAD = _dispatch
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _dispatch
-
-    return Handler
+    routes = [Route("/api/info", api(lambda query: games.info(), post=False)),
+              Route("/api/game", api(games.state, post=False)),
+              *[Route(f"/api/{name}", api(getattr(games, name), post=True), methods=["POST"])
+                for name in ("new", "move", "undo", "hint")],
+              Route("/", static), Route("/index.html", static), Route("/static/{name}", static)]
+    return Starlette(routes=routes, exception_handlers={
+        ApiError: api_error, HTTPException: http_error, Exception: internal_error})
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class Server:
+    """uvicorn serving `make_app(games)` on a socket bound at creation (so that a port in use
+    is an error here, and port 0 is a free port known at once)."""
 
-    def handle_error(self, request, client_address):
-        """A request that failed outside the handler (e.g. a reset connection): log only."""
-        print(f"az_jax.web: error with a request from {client_address[0]}:",
-              file=sys.stderr)
-        traceback.print_exc(file=sys.stderr)
+    def __init__(self, games: Games, host: str, port: int, quiet: bool = True):
+        self.games = games
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family)
+        self._uvicorn = uvicorn.Server(uvicorn.Config(
+            make_app(games), http="h11", loop="asyncio", lifespan="off",
+            log_level="error" if quiet else "info", access_log=not quiet,
+            timeout_graceful_shutdown=5))
+        self._serving = threading.Event()
+        self._stopped = threading.Event()
+
+    @property
+    def server_address(self) -> tuple:
+        return self.socket.getsockname()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
+        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+    def serve_forever(self) -> None:
+        """Serves until shutdown() (from another thread) or Ctrl-C (in the main thread:
+        KeyboardInterrupt once the server has stopped)."""
+        self._serving.set()
+        try:
+            self._uvicorn.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stops serve_forever and waits for it (open requests get a few seconds)."""
+        self._uvicorn.should_exit = True
+        if self._serving.is_set():
+            self._stopped.wait()
+
+    def server_close(self) -> None:
+        self.socket.close()
 
 
 def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | None = None,
@@ -499,13 +475,11 @@ def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | No
     """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread)."""
     games = Games(agent, sims=sims, max_sims=max_sims, max_games=max_games)
     try:
-        server = Server((host, port), make_handler(games, quiet=quiet))
+        return Server(games, host, port, quiet=quiet)
     except (OSError, OverflowError) as e:  # port in use, no such address, port > 65535
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise OSError(f"cannot listen on {host}:{port}: {why} (choose another --port, or "
                       "--port 0 for any free one)") from None
-    server.games = games
-    return server
 
 
 def serve_in_thread(server: Server) -> threading.Thread:
