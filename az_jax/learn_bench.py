@@ -9,7 +9,7 @@ SIGTERM: the trainer finishes its iteration and saves a checkpoint), with checkp
 --checkpoint-every iterations, then evaluates the checkpoints:
 
   connect4   mistake rates on the stratified solver sets (tests/data/connect4, see
-             az_jax/solver_sets.py): overall and per phase, the network alone (argmax of
+             az_jax/eval/solver_sets.py): overall and per phase, the network alone (argmax of
              its policy) and with --sims simulations;
   any other  the score against a fixed ladder (--ladder, default random, onestep and
              rollout MCTS), the network alone and with --sims simulations.
@@ -190,7 +190,7 @@ class SolverEvaluator:
     def __init__(self, sets_paths: list[str], env):
         import numpy as np
 
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         self.sets = solver_bench.load_sets(sets_paths)
         self.names = [Path(f).stem for f in self.sets]
@@ -205,7 +205,7 @@ class SolverEvaluator:
     def _groups(self, rate) -> dict:
         import numpy as np
 
-        from az_jax.solver_sets import PHASES
+        from az_jax.eval.solver_sets import PHASES
 
         out = {}
         for ph in PHASES:
@@ -221,7 +221,7 @@ class SolverEvaluator:
         """{"all": rate, "<phase>": rate, ..., "sets": {name: rate}}."""
         import numpy as np
 
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         actions = solver_bench.agent_actions(agent, self.states, key)
         wrong = np.zeros(len(self.positions), bool)
@@ -236,15 +236,15 @@ class LadderEvaluator:
     """Scores (W + D/2)/games against fixed opponents, colours alternated."""
 
     def __init__(self, env, ladder: str, games: int):
-        from az_jax import arena
+        from az_jax.eval import match, players
 
         self.env = env
-        self.opponents = arena.parse_opponents(ladder)
+        self.opponents = players.parse_opponents(ladder)
         bad = [o.name for o in self.opponents if o.needs_network]
         if bad:
             raise ValueError(f"--ladder: {', '.join(bad)} need a network; use fixed "
                              "opponents (random, onestep, mcts-rollout:N)")
-        self.runner = arena.MatchRunner(env, games, batch_size=min(games, 256))
+        self.runner = match.MatchRunner(env, games, batch_size=min(games, 256))
 
     def __call__(self, agent, factory, key) -> dict:
         import jax
@@ -262,9 +262,9 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
     evaluator)."""
     import jax
 
-    from az_jax import arena
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
+    from az_jax.eval import players
 
     points, evaluator, factory = [], None, None
     for n, step in enumerate(steps):
@@ -272,7 +272,7 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
         r = ckpt.restore(workdir, step=step)
         if factory is None:  # the same network shape throughout: compile once
             search = search_lib.make_search(r.env, r.net, r.config.search)
-            factory = arena.AgentFactory(r.env, r.net, search)
+            factory = players.PlayerFactory(r.env, r.net, search)
             if r.env.id == "connect4":
                 evaluator = SolverEvaluator([args.sets], r.env)
             else:
@@ -373,7 +373,7 @@ def run(args: argparse.Namespace) -> dict:
     config = bench.load_config(args.config, user)  # a bad key fails here, before training
     env_id = config.env.id
     if env_id == "connect4" and args.stage != "train":
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         try:
             solver_bench.expand_paths([args.sets])

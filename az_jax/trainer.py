@@ -40,7 +40,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     batch sizes that do not divide over the devices. `network.norm/dtype` and the env are
     checked when built.
     """
-    from az_jax import external
+    from az_jax.eval import external
 
     problems = []
     int32 = 2**31 - 1  # counters, sizes and steps are int32 on the device
@@ -578,9 +578,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     iteration_fn = make_iteration_fn(setup)
     evaluator = None
     if config.eval.every:
-        from az_jax import arena
+        from az_jax.eval.evaluator import TrainingEvaluator
 
-        evaluator = arena.TrainingEvaluator(setup, workdir)
+        evaluator = TrainingEvaluator(setup, workdir)
     metrics_path = Path(workdir) / "metrics.jsonl"
     writer = _tensorboard(workdir) if config.log.tensorboard and is_writer else None
 

@@ -34,7 +34,8 @@ from hypothesis import strategies as st
 import envs
 import train
 from az_jax import agent as agent_lib
-from az_jax import gomocup, solver_bench, trainer, web
+from az_jax import gomocup, trainer, web
+from az_jax.eval import solver_bench
 from configs import default as default_config
 from tests.test_gomocup import BrainProcess
 from tests.tiny import make_run

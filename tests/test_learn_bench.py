@@ -8,7 +8,8 @@ import jax
 import pytest
 
 import envs
-from az_jax import arena, bench, learn_bench, network, solver_bench
+from az_jax import bench, learn_bench, network
+from az_jax.eval import players, solver_bench
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = Path(__file__).parent.parent / "configs"
@@ -105,7 +106,7 @@ def test_ladder_evaluator_and_plot(tmp_path):
     net = network.make_network(ml_collections.ConfigDict(
         {"channels": 4, "num_blocks": 1, "norm": "batch", "dtype": "float32"}), env)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
-    factory = arena.AgentFactory(env, net, search=object())
+    factory = players.PlayerFactory(env, net, search=object())
     ladder = learn_bench.LadderEvaluator(env, "random", games=4)
     scores = ladder(factory.greedy(variables, "iter-1"), factory, jax.random.PRNGKey(0))
     assert set(scores) == {"random", "mean"} and scores["mean"] == scores["random"]

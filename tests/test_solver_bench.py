@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, solver_bench
-from az_jax.solver_bench import Position
+from az_jax.eval import players, solver_bench
+from az_jax.eval.solver_bench import Position
 
 DATA = Path(__file__).parent / "data" / "connect4_solver_200.txt"
 C4 = envs.make("connect4")
@@ -117,7 +117,7 @@ def test_states_from_moves(positions, states):
 
 
 def test_random_agent_mistake_rate(positions, states):
-    agent = arena.AgentFactory(C4).random()
+    agent = players.PlayerFactory(C4).random()
     expected = solver_bench.random_mistake_rate(positions)
     assert 0.2 < expected < 0.6
     rates = [solver_bench.count_mistakes(
@@ -127,7 +127,7 @@ def test_random_agent_mistake_rate(positions, states):
 
 
 def test_benchmark_rows(positions):
-    agent = arena.AgentFactory(C4).onestep()
+    agent = players.PlayerFactory(C4).onestep()
     rows = solver_bench.benchmark(C4, [agent], {"set": positions[:40]}, jax.random.PRNGKey(0))
     (row,) = rows
     assert row["agent"] == "onestep" and row["positions"] == 40

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from az_jax import solver_bench, solver_sets
-from az_jax.solver_bench import Position
-from az_jax.solver_sets import Player, Source
+from az_jax.eval import solver_bench, solver_sets
+from az_jax.eval.solver_bench import Position
+from az_jax.eval.solver_sets import Player, Source
 
 SETS = Path(__file__).parent / "data" / "connect4"
 # A random game with nobody winning before the 42nd stone (found by a seeded search).

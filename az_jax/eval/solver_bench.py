@@ -1,14 +1,14 @@
 """The Connect4 solver benchmark: how often does an agent pick a move that is worse than
 the best one (win > draw > loss) on solved positions?
 
-    python -m az_jax.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
+    python -m az_jax.eval.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
         --max-moves 20                                  # needs bitbully (AGPL, optional)
-    python -m az_jax.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
-    python -m az_jax.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
-    python -m az_jax.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
+    python -m az_jax.eval.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
+    python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
+    python -m az_jax.eval.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
 
 The stratified sets (game phase x difficulty, 200 positions each, from games between agents
-of varied strength) are described in az_jax/solver_sets.py.
+of varied strength) are described in az_jax/eval/solver_sets.py.
 
 File format: Pascal Pons's test sets (http://blog.gamesolver.org), one position a line,
 
@@ -368,7 +368,7 @@ def agent_actions(agent, states, key, batch_size: int = 256, progress=None) -> n
     """The agent's moves in every position of `states` (in jitted batches of a fixed size).
 
     Args:
-      agent: an `arena.Agent`.
+      agent: an `players.Player`.
       states: batched env states (e.g. from `states_from_moves`).
       key: consumed.
       progress: optional callable, called with the number of positions done per batch.
@@ -441,7 +441,7 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
     Raises:
       FileNotFoundError: a directory without .txt files.
     """
-    from az_jax.solver_sets import set_names
+    from az_jax.eval.solver_sets import set_names
 
     order = {name: i for i, name in enumerate(set_names())}
     out = []
@@ -463,7 +463,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
     Rates over several files pool their positions (a mistake count over a position count).
     """
-    from az_jax.solver_sets import PHASES
+    from az_jax.eval.solver_sets import PHASES
 
     agents = list(dict.fromkeys(r["agent"] for r in rows))
     files = list(dict.fromkeys(r["file"] for r in rows))
@@ -524,7 +524,7 @@ def load_sets(paths: Sequence[str], progress: bool = False) -> dict[str, list[Po
             except ImportError:
                 raise ValueError(f"{path} has no column scores (third field); labelling it "
                                  f"{_BITBULLY_HINT}, or use a file written by "
-                                 "`python -m az_jax.solver_bench make`") from None
+                                 "`python -m az_jax.eval.solver_bench make`") from None
         sets[str(path)] = positions
     return sets
 
@@ -552,7 +552,7 @@ def _make(args) -> None:
     header = (f"az_jax Connect4 solver set: {args.n} positions from uniformly random play, "
               f"{args.min_moves}-{args.max_moves} moves, seed {args.seed}, labelled by "
               "bitbully.\nformat: <moves (columns 1-7)> <score for the side to move> "
-              "<scores of columns 1..7, x = full> (see az_jax/solver_bench.py)")
+              "<scores of columns 1..7, x = full> (see az_jax/eval/solver_bench.py)")
     write_positions(args.out, positions, header)
     print(f"wrote {len(positions)} positions to {args.out}")
 
@@ -560,7 +560,7 @@ def _make(args) -> None:
 def _make_sets(args) -> None:
     import dataclasses as dc
 
-    from az_jax import solver_sets
+    from az_jax.eval import solver_sets
 
     if args.per_set < 1:
         raise ValueError(f"--per-set={args.per_set} must be >= 1")
@@ -574,7 +574,7 @@ def _make_sets(args) -> None:
     log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources")
     sets, origin, stats = solver_sets.make_sets(recipe, args.per_set, args.seed, args.model,
                                                 log=log)
-    command = (f"python -m az_jax.solver_bench make-sets --out {args.out} --per-set "
+    command = (f"python -m az_jax.eval.solver_bench make-sets --out {args.out} --per-set "
                f"{args.per_set} --seed {args.seed} --games-scale {args.games_scale:g} "
                f"--model {args.model}")
     recipe_text = "; ".join(f"{s.name} x{s.games}" for s in recipe)
@@ -599,7 +599,7 @@ def _make_sets(args) -> None:
             "out; the nine sets are disjoint.\n"
             f"positions here by source: {sources}.\n"
             "format: <moves (columns 1-7)> <score for the side to move> <scores of columns "
-            "1..7, x = full> (see az_jax/solver_bench.py, az_jax/solver_sets.py)")
+            "1..7, x = full> (see az_jax/eval/solver_bench.py, az_jax/eval/solver_sets.py)")
         write_positions(out / f"{name}.txt", positions, header)
         log(f"{name}: {len(positions)} positions{short}")
     log(f"{stats['games']} games, {stats['candidates']} distinct positions, "
@@ -621,10 +621,10 @@ def _sims_list(text: str) -> list[int]:
 def _evaluate(args) -> None:
     import jax
 
-    from az_jax import arena
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
     from az_jax.agent import quiet_logs
+    from az_jax.eval import players
 
     sets = load_sets(args.files, progress=not args.quiet)
     quiet_logs()
@@ -634,7 +634,7 @@ def _evaluate(args) -> None:
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in "
                          f"{where} is for {restored.env.id}")
     search = search_lib.make_search(restored.env, restored.net, restored.config.search)
-    factory = arena.AgentFactory(restored.env, restored.net, search)
+    factory = players.PlayerFactory(restored.env, restored.net, search)
     sims = args.sims or [int(restored.config.eval.num_simulations)]
     label_ = f"iter-{restored.iteration}"
     agents = [factory.random(), factory.greedy(restored.variables, label_)]
@@ -646,7 +646,7 @@ def _evaluate(args) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m az_jax.solver_bench",
+        prog="python -m az_jax.eval.solver_bench",
         description=__doc__.split("\n\n")[0] + "\n\nSee the module docstring for the file "
         "format.", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -660,7 +660,7 @@ def main(argv=None) -> int:
     ms = sub.add_parser(
         "make-sets", help="write the nine stratified sets (phase x difficulty) from games "
         "between agents of varied strength (bitbully)",
-        description="Plays the games of az_jax.solver_sets.DEFAULT_RECIPE (random, onestep, "
+        description="Plays the games of az_jax.eval.solver_sets.DEFAULT_RECIPE (random, onestep, "
         "rollout MCTS, the shipped connect4 network, bitbully with epsilon-random moves), "
         "solves the positions they reach with bitbully and writes <out>/<phase>_<difficulty>"
         ".txt: beginning/middle/end = 0-13/14-27/28-41 stones, easy/medium/hard = most / "
