@@ -47,7 +47,6 @@ Adding a subcommand: write `_<name>_args(parser)` (its options) and `run_<name>(
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import os
@@ -61,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
+from az_jax import config as config_lib
 from az_jax import learn_bench
 
 # Our env id -> the pgx env id of the same game, timed side by side when pgx is installed.
@@ -377,52 +377,19 @@ def _time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int) -> list
     return out
 
 
-def load_config(path: str, overrides: list[str] | None = None):
-    """`get_config()` of a config file (configs/<game>.py), with the repo root importable.
-
-    Args:
-      path: the config file.
-      overrides: "KEY=VALUE" strings, e.g. "network.channels=8"; VALUE is read as a Python
-        literal where it is one (8, 0.5, True, "x"), else as a string.
-    """
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"error: no config file {path}")
-    sys.path.insert(0, str(path.resolve().parent.parent))
-    spec = importlib.util.spec_from_file_location(f"_bench_config_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
-    for item in overrides or ():
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise SystemExit(f"error: --set {item!r}: expected KEY=VALUE, e.g. "
-                             "network.channels=8")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text
-        *groups, field = key.split(".")
-        try:
-            node = config
-            for g in groups:
-                node = node[g]
-            if field not in node:
-                raise KeyError(f"no field {key!r} in the config")
-            node[field] = value
-        except (KeyError, TypeError, AttributeError) as err:
-            raise SystemExit(f"error: --set {item!r}: {err}") from None
-    return config
+def load_config(args: argparse.Namespace):
+    """The --config file with the command line's --config.a.b=v overrides applied
+    (`config.load`); a bad file, field or value exits with one paragraph."""
+    try:
+        return config_lib.load(args.config, getattr(args, "config_overrides", []))
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 def _config_args(p: argparse.ArgumentParser, *, plies: bool = True) -> None:
     """Options shared by the subcommands that take a training config."""
-    p.add_argument("--config", default="configs/connect4.py", help="training config file")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field, e.g. --set network.channels=8 (repeatable)")
+    p.add_argument("--config", default="configs/connect4.py",
+                   help="training config file; override fields with --config.a.b=value")
     p.add_argument("--batch", type=int, default=None,
                    help="games side by side (default: the config's selfplay.batch_size)")
     p.add_argument("--sims", type=int, default=None,
@@ -444,8 +411,8 @@ def _device_counts(text: str) -> list[int]:
 
 
 def _sized_config(args: argparse.Namespace):
-    """(config with --set, --batch and --sims applied, batch, simulations)."""
-    c = load_config(args.config, args.set)
+    """(config with its overrides, --batch and --sims applied, batch, simulations)."""
+    c = load_config(args)
     if args.batch:
         c.selfplay.batch_size = args.batch
     if args.sims:
@@ -543,22 +510,6 @@ def run_selfplay(args: argparse.Namespace) -> dict:
     return result
 
 
-def _setup_on(config, devices):
-    """A `trainer.Setup` whose mesh covers `devices` only (not all devices)."""
-    import inspect
-
-    from az_jax import parallel, replay, trainer
-
-    trainer.validate_config(config, len(devices))
-    if "devices" in inspect.signature(trainer.Setup).parameters:
-        return trainer.Setup(config, devices=devices)
-    # An older Setup meshes all devices: replace the mesh and the per-device buffer.
-    setup = trainer.Setup(config)
-    setup.mesh = parallel.make_mesh(devices)
-    setup.buffer = replay.ReplayBuffer(config.replay.capacity // setup.mesh.size, setup.env)
-    return setup
-
-
 def time_on_mesh(config, k: int, plies: int, repeats: int) -> dict:
     """Times the trainer's own iteration on a mesh of the first k devices.
 
@@ -579,7 +530,7 @@ def time_on_mesh(config, k: int, plies: int, repeats: int) -> dict:
     unit = math.lcm(8, k, shards)  # keeps the capacity divisible by any shard count
     c.replay.capacity = max(c.replay.capacity, -(-(batch * plies + 1) // unit) * unit)
     c.replay.min_size = c.replay.capacity  # never reached from an empty buffer in one call
-    setup = _setup_on(c, jax.devices()[:k])
+    setup = trainer.make_setup(c, jax.devices()[:k])
     train_state, games, empty = setup.initial(jax.random.PRNGKey(0))
     shardings = jax.tree.map(lambda x: x.sharding, (games, empty))
     fill = jax.jit(lambda b: b._replace(size=jnp.full_like(b.size, setup.buffer.capacity)),
@@ -607,7 +558,7 @@ def time_on_mesh(config, k: int, plies: int, repeats: int) -> dict:
     updates = learn[0][1]
     return {
         "devices": k, "batch": batch, "games_per_device": batch // k,
-        "shards": getattr(setup, "shards", k),
+        "shards": setup.shards,
         "selfplay_s": p_best,
         "selfplay_simulations_per_s": batch * plies * c.search.num_simulations / p_best,
         "selfplay_moves_per_s": batch * plies / p_best,
@@ -634,7 +585,7 @@ def run_scaling(config, counts: list[int], plies: int, repeats: int) -> list[dic
             continue
         try:
             rows.append(time_on_mesh(config, k, plies, repeats))
-        except ValueError as err:  # trainer.validate_config: sizes k does not divide
+        except ValueError as err:  # config.validate: sizes k does not divide
             rows.append({"devices": k, "skipped": str(err).replace("\n", " ")})
     done = [r for r in rows if "skipped" not in r]
     if done:
@@ -689,9 +640,8 @@ host), without updates (self-play + replay writes: sims/s, moves/s) and with the
 
 # ----------------------------------------------------------------------------- train
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default="configs/connect4.py", help="training config file")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field, e.g. --set network.channels=8 (repeatable)")
+    p.add_argument("--config", default="configs/connect4.py",
+                   help="training config file; override fields with --config.a.b=value")
     p.add_argument("--batch", type=int, default=None,
                    help="positions per update (default: the config's train.batch_size)")
     p.add_argument("--updates", type=int, default=None,
@@ -704,7 +654,7 @@ def run_train(args: argparse.Namespace) -> dict:
     """Gradient updates/s of `learner.update` on sampled replay batches, one device."""
     from az_jax import learner, network, replay
 
-    c = load_config(args.config, args.set)
+    c = load_config(args)
     batch = args.batch or c.train.batch_size
     updates = args.updates or c.train.updates_per_iteration
     env = envs.make(c.env.id, **c.env.kwargs)
@@ -987,8 +937,8 @@ def _all_args(p: argparse.ArgumentParser) -> None:
 def run_all(args: argparse.Namespace) -> dict:
     """env + selfplay (+ scaling) + train + pgx, one JSON."""
     parser = build_parser()
-    shared = ["--config", args.config, *(x for s in args.set for x in ("--set", s)),
-              "--repeats", str(args.repeats)]
+    shared = ["--config", args.config, "--repeats", str(args.repeats)]
+    overrides = [f"--config.{o}" for o in args.config_overrides]
     sized = shared + ["--plies", str(args.plies)]
     if args.batch:
         sized += ["--batch", str(args.batch)]
@@ -1007,8 +957,10 @@ def run_all(args: argparse.Namespace) -> dict:
         parts["pgx"] = ["pgx", *sized]
     out = {"subcommand": "all", **machine()}
     for name, argv in parts.items():
-        print(f"\n== {name}: python -m az_jax.bench {' '.join(argv)}")
+        shown = argv if name == "env" else argv + overrides
+        print(f"\n== {name}: python -m az_jax.bench {' '.join(shown)}")
         sub = parser.parse_args(argv)
+        sub.config_overrides = args.config_overrides
         out[name] = SUBCOMMANDS[name].run(sub)
     out.update(load_average_end=load_average(), **peak_memory())
     _write_json(args.json, out)
@@ -1118,10 +1070,11 @@ def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
         (tests) leave it off so their environment, inherited by subprocesses, is unchanged.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    overrides = []
-    if argv and argv[0] == "learn":  # train.py's --config.a.b=v syntax passes through
-        argv, overrides = learn_bench.split_config_overrides(argv)
+    argv, overrides = config_lib.split_overrides(argv)  # --config.a.b=v, as train.py
     args = build_parser().parse_args(argv)
+    if overrides and not hasattr(args, "config"):
+        raise SystemExit(f"error: {args.subcommand} takes no config, so no --config.a.b=v "
+                         f"overrides: {', '.join(overrides)}")
     args.config_overrides = overrides
     if host_devices and getattr(args, "devices", None):
         request_host_devices(max(args.devices))

@@ -45,7 +45,7 @@ The bench itself sets --config.eval.every=0 (no evaluation inside the timed run)
 checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the config's
 train.num_iterations (and with it the learning-rate schedule) is kept, so a run that
 finishes its iterations before --minutes stops there. Config overrides: --config.a.b=v (as
-train.py) or --set a.b=v. The machine's load average is recorded: other work slows
+train.py). The machine's load average is recorded: other work slows
 training, so the same iteration comes at a later minute (the curve moves right)."""
 
 
@@ -69,8 +69,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
     p.add_argument("--games", type=int, default=64,
                    help="other games: games per opponent and checkpoint (default 64)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, same as --config.KEY=VALUE (repeatable)")
     p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
                    help="all (default); train: only train (writes train.json); evaluate: "
                         "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
@@ -78,21 +76,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
-
-
-def split_config_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(argv without the `--config.a.b=v` items, those items as "a.b=v")."""
-    rest, overrides = [], []
-    for a in argv:
-        if a.startswith("--config."):
-            key, sep, _ = a[len("--config."):].partition("=")
-            if not sep or not key:
-                raise SystemExit(f"error: {a!r}: expected --config.KEY=VALUE, e.g. "
-                                 "--config.network.channels=8")
-            overrides.append(a[len("--config."):])
-        else:
-            rest.append(a)
-    return rest, overrides
 
 
 # =========================================================================== training
@@ -369,8 +352,8 @@ def run(args: argparse.Namespace) -> dict:
     if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 2:
         raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
                          ">= 0, --games >= 2")
-    user = list(args.set) + list(getattr(args, "config_overrides", []))
-    config = bench.load_config(args.config, user)  # a bad key fails here, before training
+    user = list(getattr(args, "config_overrides", []))
+    config = bench.load_config(args)  # a bad key fails here, before training
     env_id = config.env.id
     if env_id == "connect4" and args.stage != "train":
         from az_jax.eval import solver_bench

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import envs
+from az_jax import config as config_lib
 from az_jax import evaluate, trainer
 from az_jax.eval import external, match, players
 from tests.tiny import tiny_training
@@ -183,4 +184,4 @@ def test_training_config_rejects_an_unusable_engine(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "baghchal.engine", None)  # as if not installed
     with pytest.raises(ValueError, match="eval.opponents: opponent 'baghchal-minimax:1' "
                                          "needs the PyPI package 'baghchal'"):
-        trainer.validate_config(_tiny_baghchal("baghchal-minimax:1"), 1)
+        config_lib.validate(_tiny_baghchal("baghchal-minimax:1"), 1)

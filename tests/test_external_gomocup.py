@@ -244,16 +244,17 @@ def test_our_own_brain_as_a_gomocup_opponent():
 
 
 def test_training_config_check_and_the_result_table():
-    from az_jax import evaluate, trainer
+    from az_jax import config as config_lib
+    from az_jax import evaluate
     from configs import gomoku_9x9
 
     config = gomoku_9x9.get_config()
     config.eval.opponents = "random,gomocup[1s]:no-such-brain-xyz,gomokubench:easy"
     with pytest.raises(ValueError, match="eval.opponents: opponent 'gomocup\\[1000ms\\]:"
                                          "no-such-brain-xyz': no program 'no-such-brain-xyz'"):
-        trainer.validate_config(config, 1)
+        config_lib.validate(config, 1)
     config.eval.opponents = f"random,gomocup[1s]:{sys.executable} -c pass,gomokubench:easy"
-    trainer.validate_config(config, 1)  # starts nothing
+    config_lib.validate(config, 1)  # starts nothing
     res = match.MatchResult("me", "gomocup[1000ms]:x", match.WDL(1, 0, 0), match.WDL(1, 0, 0),
                             notes="forfeits: 2 timeout")
     assert evaluate.format_results([res]).splitlines()[-1].endswith("(forfeits: 2 timeout)")

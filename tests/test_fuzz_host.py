@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import envs
 import train
 from az_jax import agent as agent_lib
+from az_jax import config as config_lib
 from az_jax import gomocup, trainer, web
 from az_jax.eval import solver_bench
 from configs import default as default_config
@@ -164,7 +165,7 @@ def test_config_flags_in_process(args):
         _one_paragraph(str(e))
         return
     try:
-        trainer.validate_config(fv.config, 2)
+        config_lib.validate(fv.config, 2)
     except ValueError as e:
         assert str(e).startswith("invalid config:\n  "), e
         _one_paragraph(str(e))
@@ -228,7 +229,7 @@ def test_validate_config_with_any_values(changes, num_devices):
     if not isinstance(g, int | float) or isinstance(g, bool) or not 0 < g <= 1:
         bad.append("search.discount")
     try:
-        trainer.validate_config(config, num_devices)
+        config_lib.validate(config, num_devices)
     except ValueError as e:
         assert str(e).startswith("invalid config:\n  ") and "\n\n" not in str(e)
         for path in bad:
