@@ -20,7 +20,6 @@ PACKAGES = ("az_jax", "envs")
 # time, not at import time). Shrink this list; never grow it.
 KNOWN_LAZY_CIRCLES = [
     {"az_jax.eval.solver_bench", "az_jax.eval.solver_sets"},  # make-sets CLI <-> labels
-    {"az_jax.bench", "az_jax.learn_bench"},
 ]
 
 

@@ -8,8 +8,9 @@ import jax
 import pytest
 
 import envs
-from az_jax import bench, learn_bench, network
+from az_jax import bench, network
 from az_jax import config as config_lib
+from az_jax.bench import learn as learn_bench
 from az_jax.eval import players, solver_bench
 
 DATA = Path(__file__).parent / "data"

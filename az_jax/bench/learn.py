@@ -32,7 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from az_jax import config as config_lib
+from az_jax.bench import common
+
+ROOT = config_lib.ROOT
 TRAIN_PY = ROOT / "train.py"
 DEFAULT_SETS = ROOT / "tests" / "data" / "connect4"
 DEFAULT_LADDER = "random,onestep,mcts-rollout:64"
@@ -40,6 +43,8 @@ DEFAULT_LADDER = "random,onestep,mcts-rollout:64"
 BENCH_OVERRIDES = ("checkpoint.keep=1000000", "checkpoint.save_replay=False", "eval.every=0",
                    "log.progress=False")
 
+HELP = ("train for --minutes, then mistake rate (solver sets) or ladder score per "
+        "checkpoint vs minutes: learn.json + learn.png")
 DESCRIPTION = __doc__.split("\n\n", 1)[1] + """
 The bench itself sets --config.eval.every=0 (no evaluation inside the timed run),
 checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the config's
@@ -345,15 +350,13 @@ def plot(result: dict, path: Path) -> Path:
 # =========================================================================== command
 def run(args: argparse.Namespace) -> dict:
     """The bench; prints a table and returns the learn.json content."""
-    from az_jax import bench
-
     if args.minutes <= 0:
         raise SystemExit(f"error: --minutes={args.minutes} must be > 0")
     if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 2:
         raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
                          ">= 0, --games >= 2")
     user = list(getattr(args, "config_overrides", []))
-    config = bench.load_config(args)  # a bad key fails here, before training
+    config = common.load_config(args)  # a bad key fails here, before training
     env_id = config.env.id
     if env_id == "connect4" and args.stage != "train":
         from az_jax.eval import solver_bench
@@ -382,7 +385,7 @@ def run(args: argparse.Namespace) -> dict:
         if _steps(workdir) or (workdir / "metrics.jsonl").exists():
             raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
                              "scratch: give a new --workdir (or --stage evaluate)")
-        m0 = bench.machine()
+        m0 = common.machine()
         print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
               f"{workdir}; load average {m0['load_average']:.1f} (other work slows "
               "training)", flush=True)
@@ -390,7 +393,7 @@ def run(args: argparse.Namespace) -> dict:
             trained = train_for(args.config, workdir, args.minutes, overrides, log)
         except RuntimeError as e:
             raise SystemExit(f"error: {e}") from None
-        load_after_training = bench.load_average()
+        load_after_training = common.load_average()
         (workdir / "train.json").write_text(json.dumps(
             {"trained": trained, "machine": m0, "load": load_after_training,
              "minutes": args.minutes, "config": str(args.config),
