@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver-set", action="append", default=[], metavar="FILE",
                    help="Connect4 solver benchmark file, or a directory of them such as "
                         "the stratified sets tests/data/connect4 (repeatable); see "
-                        "az_jax/eval/solver_bench.py for the format")
+                        "az_jax/eval/connect4_positions.py for the format")
     p.add_argument("--tactics", default=None, metavar="FILE",
                    help="Gomoku tactics suite (.jsonl, see az_jax/eval/tactics.py): solve rate "
                         "per category, network alone and with search at each --sims; plays no "

@@ -36,7 +36,7 @@ import train
 from az_jax import agent as agent_lib
 from az_jax import config as config_lib
 from az_jax import gomocup, trainer, web
-from az_jax.eval import solver_bench
+from az_jax.eval import connect4_positions, solver_bench
 from configs import default as default_config
 from tests.test_gomocup import BrainProcess
 from tests.tiny import make_run
@@ -84,7 +84,7 @@ _SOLVER_LINE = st.one_of(
 @given(line=_SOLVER_LINE)
 def test_solver_lines(line):
     try:
-        pos = solver_bench.parse_line(line, "set.txt:7")
+        pos = connect4_positions.parse_line(line, "set.txt:7")
     except ValueError as e:
         msg = str(e)
         assert msg.startswith("set.txt:7: ") and len(msg) < 300 and "\n" not in msg, msg
@@ -92,11 +92,11 @@ def test_solver_lines(line):
     if pos is None:
         assert not line.strip() or line.strip().startswith("#")
         return
-    assert set(pos.moves) <= set("1234567") and abs(pos.score) <= solver_bench.MAX_SCORE
+    assert set(pos.moves) <= set("1234567") and abs(pos.score) <= connect4_positions.MAX_SCORE
     if pos.column_scores is not None:
         assert len(pos.column_scores) == 7 and pos.score == max(
             s for s in pos.column_scores if s is not None)
-    assert solver_bench.parse_line(pos.to_line()) == pos
+    assert connect4_positions.parse_line(pos.to_line()) == pos
 
 
 @given(content=st.one_of(st.binary(max_size=200),

@@ -16,11 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("az_jax", "envs")
-# Lazy-import circles not yet untangled (each a pair that calls into the other at run
-# time, not at import time). Shrink this list; never grow it.
-KNOWN_LAZY_CIRCLES = [
-    {"az_jax.eval.solver_bench", "az_jax.eval.solver_sets"},  # make-sets CLI <-> labels
-]
 
 
 def modules() -> dict[str, Path]:
@@ -129,8 +124,7 @@ def test_no_import_cycle_at_module_level():
 
 
 def test_no_lazy_import_closes_a_cycle():
-    found = cycles(import_graph(lazy=True))
-    assert [c for c in found if c not in KNOWN_LAZY_CIRCLES] == []
+    assert cycles(import_graph(lazy=True)) == []
 
 
 def test_envs_never_import_az_jax():

@@ -11,7 +11,10 @@ Layers, lowest first (each module imports only those above it):
     gauntlet.py    one player against a list of opponents of both kinds (`Gauntlet`)
     elo.py         the Bradley-Terry ladder stored in <workdir>/elo.json
     evaluator.py   the trainer's periodic evaluation (gating, ladder, metrics)
-    solver_bench.py, solver_sets.py   Connect4 positions labelled by a perfect solver
+    connect4_positions.py   Connect4 positions (Pons's file format) and the solver
+                   that labels them
+    solver_bench.py, solver_sets.py   mistake rates on solved positions; the stratified
+                   sets
     tactics.py     the Gomoku tactics suite
 
 Front ends: `python -m az_jax.evaluate` (matches, ladder, solver sets, tactics), and the

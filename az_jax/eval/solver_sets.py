@@ -3,7 +3,7 @@ and sorted by game phase and difficulty.
 
     python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4      # needs bitbully
 
-Labels (of a position with column scores, see `solver_bench`):
+Labels (of a position with column scores, see `connect4_positions`):
 
   phase       by the number of stones on the board: beginning 0-13, middle 14-27, end 28-41
               (the 42 plies of a full game cut in equal thirds of 14 plies, 7 moves a side).
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from az_jax.eval.solver_bench import COLS, ROWS, Position, _check_moves, solve
+from az_jax.eval.connect4_positions import COLS, ROWS, Position, _check_moves, solve
 
 PHASES = ("beginning", "middle", "end")
 PHASE_STARTS = (0, 14, 28)  # first stone count of each phase
