@@ -32,7 +32,7 @@ _OPPONENT_HELP = """opponents (comma-separated):
   checkpoint:ITER        the checkpoint of iteration ITER
   checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default)
   baghchal-minimax:D     the PyPI baghchal package's minimax engine at depth D (Bagh-Chal
-                         only; a host-side Python loop, see az_jax/external.py)
+                         only; a host-side Python loop, see az_jax/eval/external.py)
   gomokubench:LEVEL      the PyPI gomokubench alpha-beta, LEVEL easy|standard|hard
                          (freestyle Gomoku only)
   gomocup[OPTS]:COMMAND  a Gomocup/piskvork brain run as COMMAND (Gomoku only), e.g.
@@ -72,10 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver-set", action="append", default=[], metavar="FILE",
                    help="Connect4 solver benchmark file, or a directory of them such as "
                         "the stratified sets tests/data/connect4 (repeatable); see "
-                        "az_jax/solver_bench.py for the format")
+                        "az_jax/eval/connect4_positions.py for the format")
     p.add_argument("--tactics", default=None, metavar="FILE",
-                   help="Gomoku tactics suite (.jsonl, see az_jax/tactics.py): solve rate per "
-                        "category, network alone and with search at each --sims; plays no "
+                   help="Gomoku tactics suite (.jsonl, see az_jax/eval/tactics.py): solve rate "
+                        "per category, network alone and with search at each --sims; plays no "
                         "match unless --against is given")
     p.add_argument("--tactics-limit", type=int, default=None, metavar="N",
                    help="only the first N positions of each tactics category")
@@ -130,12 +130,12 @@ def run(args) -> None:
     workdir = Path(args.workdir).expanduser()
     if not workdir.is_dir():
         raise FileNotFoundError(f"no workdir {workdir}: pass the --workdir of a training run")
-    from az_jax import arena, external
+    from az_jax.eval import external, gauntlet, match, players
 
     opponents = external.parse_opponents(args.against) if args.against is not None else None
     suite = None
     if args.tactics is not None:
-        from az_jax import tactics
+        from az_jax.eval import tactics
 
         suite = tactics.load(args.tactics)  # a bad file fails before anything is restored
         if opponents is None:
@@ -152,7 +152,7 @@ def run(args) -> None:
         raise ValueError(f"--opening-plies={args.opening_plies} must be >= 0")
     if args.batch_size < 2:
         raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
-    from az_jax import solver_bench
+    from az_jax.eval import solver_bench
 
     sets = solver_bench.load_sets(args.solver_set) if args.solver_set else {}
 
@@ -161,8 +161,9 @@ def run(args) -> None:
 
     logging.set_verbosity(logging.ERROR)  # orbax logs (read-only manager...) are noise here
     from az_jax import checkpoint as ckpt
-    from az_jax import elo, plots
+    from az_jax import plots
     from az_jax import search as search_lib
+    from az_jax.eval import elo
 
     restored = ckpt.restore(workdir, step=args.checkpoint)
     env, config = restored.env, restored.config
@@ -176,19 +177,18 @@ def run(args) -> None:
     sims = int(sims_list[0] if sims_list else config.eval.num_simulations)
     games = int(args.games or config.eval.num_games)
     opening = (args.opening_plies if args.opening_plies is not None
-               else config.eval.get("opening_plies", arena.DEFAULT_OPENING_PLIES))
+               else config.eval.get("opening_plies", match.DEFAULT_OPENING_PLIES))
     search = search_lib.make_search(env, restored.net, config.search)
-    factory = arena.AgentFactory(env, restored.net, search, str(workdir))
+    factory = players.PlayerFactory(env, restored.net, search, str(workdir))
     label = f"iter-{restored.iteration}"
     me = factory.network(restored.variables, label, sims)
-    others = [external.make_engine(o, env) if isinstance(o, external.ExternalOpponent)
-              else factory.build(o, variables=restored.variables, label=label, sims=sims)
-              for o in opponents]  # resolves checkpoints and engines now: errors before any game
-    runner = arena.MatchRunner(env, games, batch_size=args.batch_size,
-                               opening_plies=int(opening))
     # External engines play the same number of games, in a host-side loop.
-    host_runner = external.ExternalMatchRunner(env, runner.num_games,
-                                               opening_plies=int(opening))
+    games_vs = gauntlet.Gauntlet(env, games, batch_size=args.batch_size,
+                                 opening_plies=int(opening))
+    runner = games_vs.runner
+    # Resolves checkpoints and engines now: errors before any game.
+    others = games_vs.resolve(factory, opponents, variables=restored.variables, label=label,
+                              sims=sims)
     print(f"{workdir}: {env!r} {env.version}, checkpoint {restored.iteration}; "
           f"network under test: {me.name}", flush=True)
     if runner.num_games != games:
@@ -201,20 +201,10 @@ def run(args) -> None:
 
         bar = tqdm(total=runner.num_games * len(others), unit="game", dynamic_ncols=True,
                    desc="matches", disable=None)  # None: no bar without a terminal
-    results = []
     key = jax.random.PRNGKey(args.seed)
     t0 = time.perf_counter()
-    for i, other in enumerate(others):
-        if bar is not None:
-            bar.set_postfix_str(f"vs {other.name}")
-        update = None if bar is None else bar.update
-        if isinstance(other, external.Engine):
-            on_ply = None if bar is None else (
-                lambda t, name=other.name: bar.set_postfix_str(f"vs {name}, ply {t}"))
-            results.append(host_runner.play(me, other, jax.random.fold_in(key, i),
-                                            progress=update, on_ply=on_ply))
-        else:
-            results.append(runner.play(me, other, jax.random.fold_in(key, i), progress=update))
+    results = games_vs.play_all(me, others, key, progress=None if bar is None else bar.update,
+                                status=None if bar is None else bar.set_postfix_str)
     if bar is not None:
         bar.close()
     if results:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -21,7 +22,7 @@ SCHEDULES = ("constant", "cosine", "onecycle")
 OPTIMIZERS = ("adamw", "sgd")
 
 
-def variables(params, batch_stats) -> dict:
+def variables(params: Any, batch_stats: Any) -> dict:
     """What `net.apply` takes: the params, and the batch statistics unless empty ({})."""
     if batch_stats:
         return {"params": params, "batch_stats": batch_stats}
@@ -77,17 +78,32 @@ def init_train_state(variables: dict, tx: optax.GradientTransformation) -> Train
     )
 
 
-def loss_fn(params, batch_stats, net, batch: Sample, value_weight: float):
+def check_batch(batch: Sample) -> None:
+    """Shapes of a training batch of N positions, checked while tracing: observation
+    [N, H, W, C], policy float32[N, A], legal_mask bool[N, A], value float32[N]."""
+    chex.assert_rank([batch.observation, batch.policy, batch.legal_mask, batch.value],
+                     [4, 2, 2, 1])
+    chex.assert_equal_shape([batch.policy, batch.legal_mask])
+    chex.assert_equal_shape_prefix([batch.observation, batch.policy, batch.value], 1)
+    chex.assert_type([batch.policy, batch.legal_mask, batch.value],
+                     [jnp.float32, jnp.bool_, jnp.float32])
+
+
+def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: float
+            ) -> tuple[jax.Array, tuple[dict[str, jax.Array], Any]]:
     """AlphaZero loss on a batch. Returns (loss, (metrics, new_batch_stats))."""
-    variables = {"params": params}
+    check_batch(batch)
     if batch_stats:
-        variables["batch_stats"] = batch_stats
-        (logits, value), updates = net.apply(variables, batch.observation, batch.legal_mask,
-                                             train=True, mutable=["batch_stats"])
+        (logits, value), updates = net.apply(variables(params, batch_stats), batch.observation,
+                                             batch.legal_mask, train=True,
+                                             mutable=["batch_stats"])
         new_stats = updates["batch_stats"]
     else:
-        logits, value = net.apply(variables, batch.observation, batch.legal_mask, train=True)
+        logits, value = net.apply(variables(params, batch_stats), batch.observation,
+                                  batch.legal_mask, train=True)
         new_stats = batch_stats
+    chex.assert_equal_shape([logits, batch.policy])
+    chex.assert_equal_shape([value, batch.value])
     # Positions without a policy target (all-zero policy: the fast searches of playout-cap
     # randomization) add nothing; the mean is over the positions that have one.
     has_policy = batch.policy.sum(-1) > 0  # bool[N]
@@ -110,7 +126,8 @@ def loss_fn(params, batch_stats, net, batch: Sample, value_weight: float):
     return loss, (metrics, new_stats)
 
 
-def update(state: TrainState, batch: Sample, *, net, tx, value_weight: float = 1.0):
+def update(state: TrainState, batch: Sample, *, net, tx: optax.GradientTransformation,
+           value_weight: float = 1.0) -> tuple[TrainState, dict[str, jax.Array]]:
     """One gradient step. Skips it (state unchanged) when the loss or gradient is not finite.
 
     Returns:

@@ -30,7 +30,7 @@ def read_metrics(workdir) -> list[dict]:
 
 
 def _read_elo(workdir) -> dict | None:
-    from az_jax import elo
+    from az_jax.eval import elo
 
     try:
         data = elo.load(workdir)
@@ -61,7 +61,7 @@ def _save(fig, path: Path) -> Path:
 
 def _main_suffix(names) -> str | None:
     """The most common way the network is played on the ladder (e.g. "mcts:32")."""
-    from az_jax import elo
+    from az_jax.eval import elo
 
     counts = Counter(p[1] for n in names if n.startswith("iter-")
                      and (p := elo.player_iteration(n)) is not None and p[1] != "greedy")
@@ -86,7 +86,7 @@ def plot_losses(workdir, rows: list[dict]) -> Path | None:
 
 def _win_rate_series(data: dict) -> dict[str, list[tuple[int, float]]]:
     """{opponent label: [(iteration, score)]} for the network played the main way."""
-    from az_jax import elo
+    from az_jax.eval import elo
 
     names = {m["a"] for m in data["matches"]} | {m["b"] for m in data["matches"]}
     main = _main_suffix(names)
@@ -136,7 +136,7 @@ def plot_win_rates(workdir, rows: list[dict], data: dict | None) -> Path | None:
 
 
 def plot_elo(workdir, data: dict | None) -> Path | None:
-    from az_jax import elo
+    from az_jax.eval import elo
 
     if not data or not data.get("ratings"):
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -62,6 +63,10 @@ class ReplayBuffer:
         Args:
           samples: leaves [M, ...]; valid: bool[M].
         """
+        chex.assert_rank(valid, 1)
+        chex.assert_tree_shape_prefix(samples, valid.shape)
+        chex.assert_trees_all_equal_shapes_and_dtypes(
+            jax.tree.map(lambda x: x[0], samples), jax.tree.map(lambda d: d[0], state.data))
         valid = valid.astype(jnp.int32)
         offset = jnp.cumsum(valid) - valid  # rank of each valid row
         pos = (state.insert_pos + offset) % self.capacity
@@ -83,7 +88,9 @@ class ReplayBuffer:
         """Uniform samples from the filled slots, each under a random board symmetry.
 
         Sampling an empty buffer returns zeros (callers check `size` first).
+        Returns: leaves [batch_size, ...].
         """
+        chex.assert_shape([state.insert_pos, state.size], [(), ()])
         k_idx, k_sym = jax.random.split(key)
         idx = jax.random.randint(k_idx, (batch_size,), 0, jnp.maximum(state.size, 1))
         batch = jax.tree.map(lambda d: d[idx], state.data)
@@ -99,8 +106,15 @@ class ReplayBuffer:
         return Sample(obs[s], pol[s], mask[s] > 0.5, sample.value)
 
 
-def flatten_trajectory(traj, targets, valid):
-    """Time-major self-play output -> (Sample with leaves [T*B, ...], valid [T*B])."""
+def flatten_trajectory(traj, targets: jax.Array, valid: jax.Array
+                       ) -> tuple[Sample, jax.Array]:
+    """Time-major self-play output -> (Sample with leaves [T*B, ...], valid [T*B]).
+
+    Args:
+      traj: a `selfplay.Trajectory`, leaves [T, B, ...]; targets float32[T, B];
+        valid bool[T, B].
+    """
+    chex.assert_equal_shape([targets, valid, traj.player])
     flat = lambda x: x.reshape((-1, *x.shape[2:]))
     samples = Sample(
         observation=flat(traj.observation),

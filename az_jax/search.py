@@ -263,5 +263,7 @@ class Search:
 
 @functools.partial(jax.jit, static_argnames=("search", "evaluation", "num_simulations"))
 def jit_search(search, variables, state, key, evaluation=True, num_simulations=None):
-    """A jitted call of `search`, for host-side front ends (play, web, arena)."""
+    """A jitted call of `search` for host-side callers that search whole batches, one call
+    at a time (the tactics suite, az_jax/eval/tactics.py). The front ends (az_jax/agent.py)
+    jit their own search with their batch handling; matches jit the whole match."""
     return search(variables, state, key, evaluation=evaluation, num_simulations=num_simulations)

@@ -25,8 +25,9 @@ simulations).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import mctx
@@ -35,7 +36,8 @@ import mctx
 class Trajectory(NamedTuple):
     """What one window of self-play records, time-major."""
 
-    observation: jax.Array  # float32[T, B, *obs_shape]  before the move, mover's view
+    observation: jax.Array  # [T, B, *obs_shape] of env.observation_dtype (bool for most
+    #                         games): before the move, the mover's view
     policy: jax.Array  # float32[T, B, A]     search policy (the policy target; zeros: none)
     legal_mask: jax.Array  # bool[T, B, A]
     player: jax.Array  # int32[T, B]          who moved
@@ -73,9 +75,11 @@ def per_game_keys(key, game_ids):
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
 
 
-def selfplay(search, env, variables, states, key, *, num_plies: int, temperature_plies: int,
-             greedy_from_search: bool = True, game_ids=None, reuse_root: bool | None = None,
-             fast_simulations: int = 0, full_search_fraction: float = 1.0):
+def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies: int,
+             temperature_plies: int, greedy_from_search: bool = True,
+             game_ids: jax.Array | None = None, reuse_root: bool | None = None,
+             fast_simulations: int = 0,
+             full_search_fraction: float = 1.0) -> tuple[Trajectory, Any]:
     """Plays `num_plies` plies in every game of the batch `states`.
 
     Args:
@@ -112,6 +116,9 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
     rows = jnp.arange(batch)
     if game_ids is None:
         game_ids = jnp.arange(batch, dtype=jnp.int32)
+    chex.assert_shape([states.current_player, game_ids], [(batch,), (batch,)])
+    chex.assert_shape([states.observation, states.legal_action_mask],
+                      [(batch, *env.observation_shape), (batch, env.num_actions)])
 
     def reset_done(states, key):
         fresh = jax.vmap(env.init)(per_game_keys(key, game_ids))
@@ -187,6 +194,8 @@ def selfplay(search, env, variables, states, key, *, num_plies: int, temperature
 
     (states, _), traj = jax.lax.scan(body, (states, evaluated),
                                      jax.random.split(k_scan, num_plies))
+    chex.assert_tree_shape_prefix(traj, (num_plies, batch))
+    chex.assert_shape(traj.policy, (num_plies, batch, env.num_actions))
     return traj, states
 
 
@@ -197,7 +206,8 @@ def network_calls(num_plies: int, num_simulations: int, reuse_root: bool) -> int
     return num_plies * (num_simulations + 1)
 
 
-def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = False):
+def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = False
+                  ) -> tuple[jax.Array, jax.Array]:
     """Game outcomes from each mover's point of view, by a reverse scan.
 
     v_t = r_t + (0 if done_t else s_t * discount * v_{t+1}), with s_t = -1 when the next
@@ -213,6 +223,8 @@ def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = Fal
       targets float32[T, B] and valid bool[T, B].
     """
     num_plies, batch = traj.reward.shape
+    chex.assert_shape([traj.done, traj.player, traj.next_player, traj.root_value],
+                      [(num_plies, batch)] * 4)
 
     def body(carry, x):
         v_next, ended_next = carry
@@ -256,7 +268,8 @@ def init_pending(env, batch: int, max_length: int) -> Pending:
     return Pending(traj, jnp.zeros(batch, jnp.int32))
 
 
-def settle_pending(pending: Pending, traj: Trajectory, discount: float = 1.0):
+def settle_pending(pending: Pending, traj: Trajectory, discount: float = 1.0
+                   ) -> tuple[Trajectory, jax.Array, jax.Array, Pending, jax.Array]:
     """Joins one window to the plies pending before it; every ply whose game has ended
     gets its exact outcome target, the plies of games still running stay pending.
 
@@ -278,6 +291,9 @@ def settle_pending(pending: Pending, traj: Trajectory, discount: float = 1.0):
     """
     max_length = pending.traj.player.shape[1]
     num_plies = traj.player.shape[0]
+    batch = pending.length.shape[0]
+    chex.assert_tree_shape_prefix(pending.traj, (batch, max_length))
+    chex.assert_tree_shape_prefix(traj, (num_plies, batch))
     timeline = jax.tree.map(
         lambda p, x: jnp.concatenate([jnp.swapaxes(p, 0, 1), x.astype(p.dtype)]),
         pending.traj, traj)  # [L + T, B, ...]

@@ -26,204 +26,10 @@ from jax.sharding import PartitionSpec as P
 
 import envs
 from az_jax import checkpoint as ckpt
+from az_jax import config as config_lib
 from az_jax import learner, network, parallel, replay, search, selfplay
 from az_jax import workdir as runs
 from az_jax.parallel import DATA
-
-
-def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
-    """Checks a config before anything is compiled. Raises ValueError saying what to change.
-
-    Every problem found is listed: numbers out of range (or not numbers: a config built in
-    Python may hold any type), switches that are not True or False, unknown choices,
-    unreadable opponents (and external engines of another game or without their package),
-    batch sizes that do not divide over the devices. `network.norm/dtype` and the env are
-    checked when built.
-    """
-    from az_jax import external
-
-    problems = []
-    int32 = 2**31 - 1  # counters, sizes and steps are int32 on the device
-    ints = {  # name: smallest valid value
-        "selfplay.batch_size": 1, "selfplay.num_plies": 1, "selfplay.temperature_plies": 0,
-        "train.batch_size": 1, "train.updates_per_iteration": 1, "train.num_iterations": 1,
-        "train.warmup_steps": 0, "replay.capacity": 1, "replay.min_size": 0,
-        "checkpoint.every": 1, "checkpoint.keep": 1, "search.num_simulations": 1,
-        "search.max_num_considered_actions": 1, "network.channels": 1, "network.num_blocks": 0,
-        "search.eval_sims_per_considered": 0, "eval.every": 0, "eval.num_games": 1,
-        "eval.num_simulations": 1, "eval.opening_plies": 0, "selfplay.max_game_length": 0,
-        "selfplay.fast_simulations": 0}
-    floats = {  # name: (low, high, low allowed)
-        "train.learning_rate": (0.0, math.inf, False), "train.weight_decay": (0.0, math.inf, True),
-        "train.max_grad_norm": (0.0, math.inf, False), "train.value_weight": (0.0, math.inf, True),
-        "search.gumbel_scale": (0.0, math.inf, True), "search.discount": (0.0, 1.0, False),
-        "search.dirichlet_alpha": (0.0, math.inf, False),
-        "search.dirichlet_fraction": (0.0, 1.0, True), "search.pb_c_init": (0.0, math.inf, True),
-        "search.pb_c_base": (0.0, math.inf, False), "eval.gating_threshold": (0.0, 1.0, True),
-        "selfplay.full_search_fraction": (0.0, 1.0, False),
-        "train.q_target_weight": (0.0, 1.0, True)}
-    bools = ("selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gating",
-             "checkpoint.save_replay", "checkpoint.restart", "log.tensorboard", "log.progress")
-    # Fields that configs saved before they existed lack.
-    optional = ("eval.opening_plies", "selfplay.pending", "selfplay.max_game_length",
-                "checkpoint.restart", "network.head", "search.eval_sims_per_considered",
-                "search.tactics", "search.eval_tactics", "selfplay.fast_simulations",
-                "selfplay.full_search_fraction", "train.q_target_weight")
-    choices = {"search.policy": search.POLICIES, "train.optimizer": learner.OPTIMIZERS,
-               "train.schedule": learner.SCHEDULES, "network.head": network.HEADS,
-               "search.tactics": search.TACTICS, "search.eval_tactics": search.TACTICS}
-
-    def get(name):
-        group, field = name.split(".")
-        node = config.get(group)
-        return node.get(field) if isinstance(node, ml_collections.ConfigDict) else None
-
-    def missing(name):  # an optional field a config saved before it existed does not have
-        group, field = name.split(".")
-        node = config.get(group)
-        return (name in optional and isinstance(node, ml_collections.ConfigDict)
-                and field not in node)
-
-    integers = True  # the arithmetic further down needs them
-    for name, low in ints.items():
-        v = get(name)
-        if missing(name):
-            continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            problems.append(f"{name}={v!r} must be an integer")
-            integers = False
-        elif not low <= v <= int32:
-            problems.append(f"{name}={v} must be from {low} to {int32}")
-    seed = config.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63:
-        problems.append(f"seed={seed!r} must be a 64-bit integer")
-    for name, (low, high, low_ok) in floats.items():
-        v = get(name)
-        if missing(name):
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            problems.append(f"{name}={v!r} must be a number")
-        elif not (math.isfinite(v) and (low < v or (low_ok and v == low)) and v <= high):
-            bounds = f"{'>=' if low_ok else '>'} {low:g}" + (f" and <= {high:g}"
-                                                             if high < math.inf else "")
-            problems.append(f"{name}={v!r} must be a finite number {bounds}")
-    for name in bools:
-        if missing(name):
-            continue
-        if not isinstance(get(name), bool):
-            problems.append(f"{name}={get(name)!r} must be True or False")
-    for name, accepted in choices.items():
-        if missing(name):
-            continue
-        if get(name) not in accepted:
-            problems.append(f"{name}={get(name)!r}; accepted: {', '.join(accepted)}")
-    init_from = config.train.get("init_from", "")
-    if not isinstance(init_from, str):
-        problems.append(f"train.init_from={init_from!r} must be a path or model:NAME "
-                        "('' for a fresh network)")
-    try:
-        external.check_opponents(config.eval.opponents, get("env.id"))
-    except (ValueError, TypeError, AttributeError) as e:
-        problems.append(f"eval.opponents: {e}")
-    if not integers:
-        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
-    if config.train.num_iterations * config.train.updates_per_iteration > int32:
-        problems.append("train.num_iterations * train.updates_per_iteration must be at most "
-                        f"{int32} (the step counter is int32)")
-    fast = config.selfplay.get("fast_simulations", 0)
-    if fast and fast >= config.search.num_simulations:
-        problems.append(f"selfplay.fast_simulations={fast} must be below "
-                        f"search.num_simulations={config.search.num_simulations} (0: every "
-                        "ply gets the full search)")
-    if config.selfplay.batch_size % num_devices:
-        problems.append(f"selfplay.batch_size={config.selfplay.batch_size} must be divisible "
-                        f"by the number of devices ({num_devices})")
-    if config.train.batch_size % num_devices:
-        problems.append(f"train.batch_size={config.train.batch_size} must be divisible by "
-                        f"the number of devices ({num_devices})")
-    if config.replay.capacity % num_devices:
-        problems.append(f"replay.capacity={config.replay.capacity} must be divisible by the "
-                        f"number of devices ({num_devices})")
-    if config.replay.min_size > config.replay.capacity:
-        problems.append("replay.min_size must not exceed replay.capacity")
-    if not problems:
-        problems += validate_sharding(config, num_devices)
-    if problems:
-        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
-
-
-def check_memory(setup, devices) -> None:
-    """Refuses a replay buffer that cannot fit, before anything is allocated or compiled.
-
-    The buffer is the one allocation that grows with the config alone (capacity x position
-    size), next to the pending plies (batch_size x L positions, `pending_length`). They
-    must fit in 80% of one device's memory (`bytes_limit` on GPU/TPU), or on a CPU, where
-    the devices share the host's memory, all of them in 80% of the RAM.
-
-    Raises:
-      ValueError: "invalid config: ..." naming `replay.capacity` and the largest that fits.
-    """
-    capacity = int(setup.config.replay.capacity)
-    pending = int(setup.config.selfplay.batch_size) * setup.pending_length  # positions
-    per_position = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
-                       for x in jax.tree.leaves(replay.example_sample(setup.env)))
-    device = next((d for d in devices if d.process_index == jax.process_index()), devices[0])
-    try:
-        stats = device.memory_stats() or {}
-    except Exception:  # noqa: BLE001 - a backend without memory statistics: the host check
-        stats = {}
-    if "bytes_limit" in stats:
-        limit, where = int(stats["bytes_limit"]), f"one {device.device_kind}"
-        need = (capacity + pending) // len(devices) * per_position
-        largest = int(0.8 * limit) // per_position * len(devices) - pending
-    else:
-        try:
-            limit, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host"
-        except (ValueError, OSError, AttributeError):  # not a POSIX host: no check
-            return
-        need = (capacity + pending) * per_position // jax.process_count()  # this process's
-        largest = int(0.8 * limit) // per_position * jax.process_count() - pending
-    if need > 0.8 * limit:
-        gib = 2**30
-        raise ValueError(
-            f"invalid config:\n  replay.capacity={capacity} needs {need / gib:.1f} GiB for the "
-            f"replay buffer ({per_position} bytes per position) but {where} has "
-            f"{limit / gib:.1f} GiB; lower replay.capacity to at most {max(largest, 0)}"
-            + (f" (the {pending} pending plies, selfplay.batch_size x max_game_length, take "
-               "their share)" if pending else ""))
-
-
-def num_shards(config: ml_collections.ConfigDict, num_devices: int) -> int:
-    """The number of logical data shards S (see `make_iteration`).
-
-    `parallel.shards` when set; otherwise 8 when 8 is a multiple of the device count and
-    divides the batch sizes and the replay capacity (so 1, 2, 4 and 8 devices give the
-    same run), else one shard per device.
-    """
-    if config.parallel.shards:
-        return int(config.parallel.shards)
-    sizes = (config.selfplay.batch_size, config.train.batch_size, config.replay.capacity)
-    if 8 % num_devices == 0 and all(x % 8 == 0 for x in sizes):
-        return 8
-    return num_devices
-
-
-def validate_sharding(config: ml_collections.ConfigDict, num_devices: int) -> list[str]:
-    """Problems with the logical shard count (empty when fine)."""
-    if config.parallel.shards < 0:
-        return ["parallel.shards must be >= 0 (0 = automatic)"]
-    shards = num_shards(config, num_devices)
-    problems = []
-    if shards % num_devices:
-        problems.append(f"parallel.shards={shards} must be a multiple of the number of "
-                        f"devices ({num_devices}); set --config.parallel.shards={num_devices} "
-                        "or 0 (automatic)")
-    for name in ("selfplay.batch_size", "train.batch_size", "replay.capacity"):
-        group, field = name.split(".")
-        if config[group][field] % shards:
-            problems.append(f"{name}={config[group][field]} must be divisible by the number "
-                            f"of data shards ({shards}; set parallel.shards to change it)")
-    return problems
 
 
 def targets_mode(config: ml_collections.ConfigDict) -> str:
@@ -284,7 +90,7 @@ class Setup:
         total_updates = config.train.num_iterations * config.train.updates_per_iteration
         self.tx = learner.make_optimizer(config.train, total_updates)
         self.mesh = parallel.make_mesh(devices)
-        self.shards = num_shards(config, self.mesh.size)
+        self.shards = config_lib.num_shards(config, self.mesh.size)
         # Each logical shard keeps capacity / S positions of its own games.
         self.buffer = replay.ReplayBuffer(config.replay.capacity // self.shards, self.env)
         self.pending_length = pending_length(config, self.env)  # L (0: none kept)
@@ -311,6 +117,20 @@ class Setup:
         return parallel.replicate(self.mesh, learner.init_train_state(variables, self.tx))
 
 
+def make_setup(config: ml_collections.ConfigDict, devices=None) -> Setup:
+    """The run's `Setup` on `devices` (default: all) after the config passed
+    `config.validate` and the replay buffer `config.check_memory`.
+
+    Raises:
+      ValueError: "invalid config: ..." listing what to change.
+    """
+    devices = list(devices if devices is not None else jax.devices())
+    config_lib.validate(config, len(devices))
+    setup = Setup(config, devices)
+    config_lib.check_memory(config, setup.env, setup.pending_length, devices)
+    return setup
+
+
 def make_steps(setup: Setup):
     """The two jittable halves of an iteration.
 
@@ -320,7 +140,7 @@ def make_steps(setup: Setup):
       learn_step(train_state, buffer_state, key) -> (train_state, metrics): one gradient step
         on a batch sampled from the replay.
 
-    The data-parallel work is cut into S logical shards (`num_shards`), spread over the
+    The data-parallel work is cut into S logical shards (`config.num_shards`), spread over the
     devices (S / n each): shard s plays games [s * B/S, (s+1) * B/S) with its own search
     key, stores them in its own replay buffer and contributes B_train / S samples, drawn
     with its own key, to every gradient step. Self-play, value targets and replay run per
@@ -547,9 +367,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
     workdir = str(Path(workdir).expanduser())
     devices = list(devices if devices is not None else jax.devices())
-    validate_config(config, len(devices))
-    setup = Setup(config, devices)
-    check_memory(setup, devices)
+    setup = make_setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
     restart = bool(config.checkpoint.get("restart", False))
@@ -611,9 +429,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     iteration_fn = make_iteration_fn(setup)
     evaluator = None
     if config.eval.every:
-        from az_jax import arena
+        from az_jax.eval.evaluator import TrainingEvaluator
 
-        evaluator = arena.TrainingEvaluator(setup, workdir)
+        evaluator = TrainingEvaluator(setup, workdir)
     metrics_path = Path(workdir) / "metrics.jsonl"
     writer = _tensorboard(workdir) if config.log.tensorboard and is_writer else None
 

@@ -104,7 +104,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval.every = 10  # iterations between evaluations (0 = never)
     c.eval.num_games = 64  # per opponent, colours alternated
     c.eval.num_simulations = 32  # search strength of the agent under test
-    # See az_jax.arena.parse_opponent; also host-side engines (az_jax.external), e.g.
+    # See az_jax.eval.players.parse_opponent; also host-side engines (az_jax.eval.external), e.g.
     # baghchal-minimax:D with configs/baghchal.py (needs pip install baghchal).
     c.eval.opponents = "random,onestep,greedy"
     c.eval.opening_plies = 2  # random plies opening each pair of games (colours swapped)

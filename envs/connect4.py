@@ -4,7 +4,7 @@ Actions: 0..6 = the column, left to right. Notation: `1`..`7` (the action + 1).
 Player 0 plays X and moves first. A full board with no four in a row is a draw.
 The board is stored with row 0 at the top; a stone falls to the lowest empty row.
 
-Observation float32[6, 7, 3], from the mover's point of view (row 0 at the top):
+Observation bool[6, 7, 3], from the mover's point of view (row 0 at the top):
   0: the mover's stones, 1: the opponent's stones, 2: all ones if the mover is X (player 0).
 
 Win detection looks only at the four lines through the stone just dropped (the helpers in

@@ -155,7 +155,8 @@ class Env(abc.ABC):
         """All symmetric variants of one (observation, policy) pair.
 
         Returns:
-          obs float32[S, H, W, C] and policy float32[S, A]; index 0 is the identity.
+          obs [S, H, W, C] (the observation's dtype) and policy [S, A] (the policy's);
+          index 0 is the identity.
         """
         return obs[None], policy[None]
 

@@ -9,7 +9,7 @@ Player 0 plays black (X) and moves first.
 Actions: 0..N*N-1 = row * N + col, row 0 at the top. Notation: column letter then row number
 from the bottom (`E5`, `H8`), consecutive letters A.. (I included), as `core.point_name`.
 
-Observation float32[N, N, 4], from the mover's point of view:
+Observation bool[N, N, 4], from the mover's point of view:
   0: the mover's stones, 1: the opponent's stones, 2: the last stone played (one-hot, empty
   before the first move), 3: all ones if the mover is black (player 0).
 

@@ -4,7 +4,7 @@ Actions: 0..8 = row * 3 + col, row 0 at the top. Notation: `A1`..`C3` (column le
 number from the bottom) or the digit `1`..`9` (the action + 1, reading order).
 Player 0 plays X and moves first.
 
-Observation float32[3, 3, 3], from the mover's point of view:
+Observation bool[3, 3, 3], from the mover's point of view:
   0: the mover's marks, 1: the opponent's marks, 2: all ones if the mover is X (player 0).
 """
 

@@ -1,4 +1,4 @@
-"""Arena: matches, colour alternation, baselines, rollout MCTS, opponents, the evaluator."""
+"""az_jax/eval: matches, colour alternation, baselines, rollout MCTS, opponents, the evaluator."""
 
 import json
 import types
@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, learner, network, search, solver_bench
-from az_jax.arena import Agent, MatchRunner
+from az_jax import learner, network, search
+from az_jax.eval import evaluator, match, players, solver_bench
+from az_jax.eval.match import MatchRunner
+from az_jax.eval.players import Player
 
 TTT = envs.make("tictactoe")
 C4 = envs.make("connect4")
-C4_AGENTS = arena.AgentFactory(C4)
+C4_AGENTS = players.PlayerFactory(C4)
 
 
 def _first_legal(params, states, key):
@@ -28,8 +30,8 @@ def _last_legal(params, states, key):
     return (n - 1 - jnp.argmax(states.legal_action_mask[:, ::-1], axis=-1)).astype(jnp.int32)
 
 
-FIRST = Agent("first-legal", "first-legal", _first_legal)
-LAST = Agent("last-legal", "last-legal", _last_legal)
+FIRST = Player("first-legal", "first-legal", _first_legal)
+LAST = Player("last-legal", "last-legal", _last_legal)
 
 
 # ------------------------------------------------------------------ opponent names
@@ -46,7 +48,7 @@ LAST = Agent("last-legal", "last-legal", _last_legal)
     ("checkpoint:runs/c4@40", "checkpoint", None, "40", "runs/c4"),
 ])
 def test_parse_opponent(name, kind, sims, ref, workdir):
-    opp = arena.parse_opponent(name)
+    opp = players.parse_opponent(name)
     assert (opp.kind, opp.simulations, opp.ref, opp.workdir) == (kind, sims, ref, workdir)
     assert ":" not in opp.metric
 
@@ -56,46 +58,46 @@ def test_parse_opponent(name, kind, sims, ref, workdir):
                                   "Random"])
 def test_parse_opponent_rejects(name):
     with pytest.raises(ValueError, match="accepted forms: random, onestep, greedy, mcts:N"):
-        arena.parse_opponent(name)
+        players.parse_opponent(name)
     with pytest.raises(ValueError, match="simulations must be >= 1"):
-        arena.parse_opponent("mcts-rollout:0")
+        players.parse_opponent("mcts-rollout:0")
 
 
 def test_parse_opponents_list():
-    names = [o.name for o in arena.parse_opponents("random, greedy,,mcts-rollout:8")]
+    names = [o.name for o in players.parse_opponents("random, greedy,,mcts-rollout:8")]
     assert names == ["random", "greedy", "mcts-rollout:8"]
 
 
 def test_resolve_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoints"):
-        arena.resolve_checkpoint(tmp_path, "latest")
+        players.resolve_checkpoint(tmp_path, "latest")
     for s in (5, 10, 15, 20):
         (tmp_path / "checkpoints" / str(s)).mkdir(parents=True)
-    assert arena.resolve_checkpoint(tmp_path, "latest") == 20
-    assert arena.resolve_checkpoint(tmp_path, "latest-5") == 15
-    assert arena.resolve_checkpoint(tmp_path, "latest-7") == 10
-    assert arena.resolve_checkpoint(tmp_path, "10") == 10
+    assert players.resolve_checkpoint(tmp_path, "latest") == 20
+    assert players.resolve_checkpoint(tmp_path, "latest-5") == 15
+    assert players.resolve_checkpoint(tmp_path, "latest-7") == 10
+    assert players.resolve_checkpoint(tmp_path, "10") == 10
     with pytest.raises(FileNotFoundError, match=r"saved: \[5, 10, 15, 20\]"):
-        arena.resolve_checkpoint(tmp_path, "latest-16")
+        players.resolve_checkpoint(tmp_path, "latest-16")
     with pytest.raises(FileNotFoundError, match="no checkpoint 7"):
-        arena.resolve_checkpoint(tmp_path, "7")
+        players.resolve_checkpoint(tmp_path, "7")
 
 
 # ------------------------------------------------------------------ results
 def test_wilson_and_gate():
-    lo, hi = arena.wilson_interval(0.5, 100)
+    lo, hi = match.wilson_interval(0.5, 100)
     assert lo < 0.5 < hi and abs((hi - lo) - 0.19) < 0.01
-    assert arena.wilson_interval(1.0, 20)[1] == 1.0 and arena.wilson_interval(1.0, 20)[0] > 0.8
+    assert match.wilson_interval(1.0, 20)[1] == 1.0 and match.wilson_interval(1.0, 20)[0] > 0.8
 
     def res(w, d, losses):
-        return arena.MatchResult("a", "b", arena.WDL(w, d, losses), arena.WDL(0, 0, 0))
+        return match.MatchResult("a", "b", match.WDL(w, d, losses), match.WDL(0, 0, 0))
 
-    assert not arena.passes_gate(res(0, 40, 0), 0.55)  # all draws never pass
-    assert not arena.passes_gate(res(0, 40, 0), 0.4)  # ... whatever the threshold
-    assert not arena.passes_gate(res(21, 0, 19), 0.55)
-    assert arena.passes_gate(res(23, 0, 17), 0.55)
-    assert arena.passes_gate(res(3, 36, 1), 0.5)
-    assert not arena.passes_gate(res(0, 0, 0), 0.0)
+    assert not match.passes_gate(res(0, 40, 0), 0.55)  # all draws never pass
+    assert not match.passes_gate(res(0, 40, 0), 0.4)  # ... whatever the threshold
+    assert not match.passes_gate(res(21, 0, 19), 0.55)
+    assert match.passes_gate(res(23, 0, 17), 0.55)
+    assert match.passes_gate(res(3, 36, 1), 0.5)
+    assert not match.passes_gate(res(0, 0, 0), 0.0)
 
 
 # ------------------------------------------------------------------ matches
@@ -106,7 +108,7 @@ def test_colours_alternate_exactly():
     out = jax.device_get(runner.match_fn(FIRST, LAST)(None, None, jax.random.PRNGKey(0)))
     assert out["a_first"].tolist() == [True] * 5 + [False] * 5
     res = runner.play(FIRST, LAST, jax.random.PRNGKey(0))
-    assert res.first == arena.WDL(5, 0, 0) and res.second == arena.WDL(0, 0, 5)
+    assert res.first == match.WDL(5, 0, 0) and res.second == match.WDL(0, 0, 5)
     assert res.total.games == 10 and res.unfinished == 0 and res.mean_plies == 5
     assert res.as_record() == ("first-legal", "last-legal", 5, 0, 5)
 
@@ -139,7 +141,7 @@ def test_odd_or_tiny_game_counts():
     assert MatchRunner(TTT, 7).num_games == 8
     assert MatchRunner(TTT, 1000, batch_size=300).num_games == 1200
     with pytest.raises(ValueError, match="even"):
-        arena.make_match(TTT, _first_legal, _last_legal, 5)
+        match.make_match(TTT, _first_legal, _last_legal, 5)
     with pytest.raises(ValueError):
         MatchRunner(TTT, 0)
 
@@ -159,7 +161,7 @@ def test_rollout_mcts_finds_a_win_in_one():
     states = _c4_states([m for m, _ in WIN_IN_ONE])
     assert np.asarray(states.current_player).tolist() == [0, 0, 1]
     key = jax.random.PRNGKey(0)
-    actions = np.asarray(jax.jit(arena.rollout_mcts_act(C4, 32))(None, states, key))
+    actions = np.asarray(jax.jit(players.rollout_mcts_act(C4, 32))(None, states, key))
     for a, (_, wins) in zip(actions, WIN_IN_ONE, strict=True):
         assert int(a) in wins, (actions, WIN_IN_ONE)
 
@@ -195,7 +197,7 @@ def _train_state(net, seed):
 @pytest.mark.slow
 def test_training_evaluator(tmp_path):
     setup = _setup(gating=True)
-    ev = arena.TrainingEvaluator(setup, tmp_path)
+    ev = evaluator.TrainingEvaluator(setup, tmp_path)
     first = _train_state(setup.net, 0)
     best = {"params": first.params, "batch_stats": first.batch_stats}
     seen = []
@@ -232,4 +234,4 @@ def test_unknown_opponent_in_config_fails_early(tmp_path):
     setup = _setup(gating=False)
     setup.config.eval.opponents = "random,minimax"
     with pytest.raises(ValueError, match="unknown opponent 'minimax'"):
-        arena.TrainingEvaluator(setup, tmp_path)
+        evaluator.TrainingEvaluator(setup, tmp_path)

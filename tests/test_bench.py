@@ -18,9 +18,9 @@ import pytest
 from az_jax import bench
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--set", "network.channels=4", "--set", "network.num_blocks=1",
-        "--set", "train.batch_size=8", "--set", "train.updates_per_iteration=1",
-        "--set", "replay.capacity=64", "--repeats", "1"]
+TINY = ["--config.network.channels=4", "--config.network.num_blocks=1",
+        "--config.train.batch_size=8", "--config.train.updates_per_iteration=1",
+        "--config.replay.capacity=64", "--repeats", "1"]
 SIZED = TINY + ["--batch", "4", "--sims", "2", "--plies", "2"]
 
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from az_jax import elo
+from az_jax.eval import elo
 
 
 def _simulate(true: dict, games: int, rng, draw_rate: float = 0.1) -> list[dict]:

@@ -1,4 +1,4 @@
-"""External engines (az_jax/external.py): the Bagh-Chal move conversion against the PyPI
+"""External engines (az_jax/eval/external.py): the Bagh-Chal move conversion against the PyPI
 `baghchal` package, a short host-side match against its minimax engine, the errors, and
 the engine in a training run's eval.opponents."""
 
@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, evaluate, external, trainer
+from az_jax import config as config_lib
+from az_jax import evaluate, trainer
+from az_jax.eval import external, match, players
 from tests.tiny import tiny_training
 
 _cwd = os.getcwd()
@@ -81,12 +83,12 @@ def test_a_match_against_minimax_completes():
     tigers captures whatever random goats leave hanging, so it wins that game."""
     engine = external.make_engine(external.parse_opponent("baghchal-minimax:1"), env)
     runner = external.ExternalMatchRunner(env, 2, opening_plies=2)
-    me = arena.AgentFactory(env).random()
+    me = players.PlayerFactory(env).random()
     ended = []
     result = runner.play(me, engine, jax.random.PRNGKey(3), progress=ended.append)
     assert result.player == "random" and result.opponent == "baghchal-minimax:1"
     assert result.first.games == 1 and result.second.games == 1 and sum(ended) == 2
-    assert result.first == arena.WDL(0, 0, 1), result  # random goats lose
+    assert result.first == match.WDL(0, 0, 1), result  # random goats lose
     assert result.unfinished == 0 and 2 < result.mean_plies <= env.max_steps
     # Deterministic: the same key gives the same games.
     again = runner.play(me, engine, jax.random.PRNGKey(3))
@@ -182,4 +184,4 @@ def test_training_config_rejects_an_unusable_engine(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "baghchal.engine", None)  # as if not installed
     with pytest.raises(ValueError, match="eval.opponents: opponent 'baghchal-minimax:1' "
                                          "needs the PyPI package 'baghchal'"):
-        trainer.validate_config(_tiny_baghchal("baghchal-minimax:1"), 1)
+        config_lib.validate(_tiny_baghchal("baghchal-minimax:1"), 1)

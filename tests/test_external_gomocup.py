@@ -1,4 +1,4 @@
-"""Gomoku engines of az_jax/external.py: `gomokubench:LEVEL` (the PyPI package's rules
+"""Gomoku engines of az_jax/eval/external.py: `gomokubench:LEVEL` (the PyPI package's rules
 checked against our env's) and `gomocup[...]:COMMAND` brains in real subprocesses: our own
 brain (az_jax.gomocup, the shipped gomoku_9x9) and tests/faulty_brain.py, whose crashes,
 hangs, garbage, errors and illegal moves must each forfeit the game, be counted, and leave
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, external
+from az_jax.eval import external, match, players
 
 FAULTY = str(Path(__file__).with_name("faulty_brain.py"))
 N = 9
@@ -25,7 +25,7 @@ env = envs.make("gomoku", size=N)
 standard = envs.make("gomoku", size=N, rule="standard")
 step = jax.jit(env.step)
 step_std = jax.jit(standard.step)
-factory = arena.AgentFactory(env)
+factory = players.PlayerFactory(env)
 runner = external.ExternalMatchRunner(env, 2, opening_plies=0)  # one compile per module
 
 
@@ -231,7 +231,7 @@ def test_our_own_brain_as_a_gomocup_opponent():
     engine = external.make_engine(opp, env)
     try:
         res = runner.play(factory.random(), engine, jax.random.PRNGKey(4))
-        assert isinstance(res, arena.MatchResult) and res.total.games == 2
+        assert isinstance(res, match.MatchResult) and res.total.games == 2
         assert res.total.losses == 2 and not res.notes, res
         # The brain (to move, black) has x=2..5 on row y=6; 1,6 is white: 6,6 wins.
         a = lambda x, y: y * N + x  # noqa: E731
@@ -244,17 +244,18 @@ def test_our_own_brain_as_a_gomocup_opponent():
 
 
 def test_training_config_check_and_the_result_table():
-    from az_jax import evaluate, trainer
+    from az_jax import config as config_lib
+    from az_jax import evaluate
     from configs import gomoku_9x9
 
     config = gomoku_9x9.get_config()
     config.eval.opponents = "random,gomocup[1s]:no-such-brain-xyz,gomokubench:easy"
     with pytest.raises(ValueError, match="eval.opponents: opponent 'gomocup\\[1000ms\\]:"
                                          "no-such-brain-xyz': no program 'no-such-brain-xyz'"):
-        trainer.validate_config(config, 1)
+        config_lib.validate(config, 1)
     config.eval.opponents = f"random,gomocup[1s]:{sys.executable} -c pass,gomokubench:easy"
-    trainer.validate_config(config, 1)  # starts nothing
-    res = arena.MatchResult("me", "gomocup[1000ms]:x", arena.WDL(1, 0, 0), arena.WDL(1, 0, 0),
+    config_lib.validate(config, 1)  # starts nothing
+    res = match.MatchResult("me", "gomocup[1000ms]:x", match.WDL(1, 0, 0), match.WDL(1, 0, 0),
                             notes="forfeits: 2 timeout")
     assert evaluate.format_results([res]).splitlines()[-1].endswith("(forfeits: 2 timeout)")
     assert (res + res).notes == "forfeits: 2 timeout; forfeits: 2 timeout"

@@ -36,7 +36,9 @@ from hypothesis import strategies as st
 import envs
 import train
 from az_jax import agent as agent_lib
-from az_jax import gomocup, solver_bench, trainer, web
+from az_jax import config as config_lib
+from az_jax import gomocup, trainer, web
+from az_jax.eval import connect4_positions, solver_bench
 from configs import default as default_config
 from tests.test_gomocup import BrainProcess
 from tests.tiny import make_run
@@ -84,7 +86,7 @@ _SOLVER_LINE = st.one_of(
 @given(line=_SOLVER_LINE)
 def test_solver_lines(line):
     try:
-        pos = solver_bench.parse_line(line, "set.txt:7")
+        pos = connect4_positions.parse_line(line, "set.txt:7")
     except ValueError as e:
         msg = str(e)
         assert msg.startswith("set.txt:7: ") and len(msg) < 300 and "\n" not in msg, msg
@@ -92,11 +94,11 @@ def test_solver_lines(line):
     if pos is None:
         assert not line.strip() or line.strip().startswith("#")
         return
-    assert set(pos.moves) <= set("1234567") and abs(pos.score) <= solver_bench.MAX_SCORE
+    assert set(pos.moves) <= set("1234567") and abs(pos.score) <= connect4_positions.MAX_SCORE
     if pos.column_scores is not None:
         assert len(pos.column_scores) == 7 and pos.score == max(
             s for s in pos.column_scores if s is not None)
-    assert solver_bench.parse_line(pos.to_line()) == pos
+    assert connect4_positions.parse_line(pos.to_line()) == pos
 
 
 @given(content=st.one_of(st.binary(max_size=200),
@@ -165,7 +167,7 @@ def test_config_flags_in_process(args):
         _one_paragraph(str(e))
         return
     try:
-        trainer.validate_config(fv.config, 2)
+        config_lib.validate(fv.config, 2)
     except ValueError as e:
         assert str(e).startswith("invalid config:\n  "), e
         _one_paragraph(str(e))
@@ -192,7 +194,8 @@ _BOOLS = ["selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gatin
 # Fields validate_config checks, with the values they take on the command line and others
 # (a config built in Python may hold any type).
 _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_plies",
-            "selfplay.max_game_length",
+            "selfplay.max_game_length", "selfplay.fast_simulations",
+            "selfplay.full_search_fraction", "train.q_target_weight", "train.init_from",
             "train.batch_size", "train.updates_per_iteration", "train.num_iterations",
             "train.warmup_steps", "train.learning_rate", "train.weight_decay",
             "train.max_grad_norm", "train.value_weight", "train.optimizer", "train.schedule",
@@ -229,7 +232,7 @@ def test_validate_config_with_any_values(changes, num_devices):
     if not isinstance(g, int | float) or isinstance(g, bool) or not 0 < g <= 1:
         bad.append("search.discount")
     try:
-        trainer.validate_config(config, num_devices)
+        config_lib.validate(config, num_devices)
     except ValueError as e:
         assert str(e).startswith("invalid config:\n  ") and "\n\n" not in str(e)
         for path in bad:

@@ -8,7 +8,10 @@ import jax
 import pytest
 
 import envs
-from az_jax import arena, bench, learn_bench, network, solver_bench
+from az_jax import bench, network
+from az_jax import config as config_lib
+from az_jax.bench import learn as learn_bench
+from az_jax.eval import players, solver_bench
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = Path(__file__).parent.parent / "configs"
@@ -34,7 +37,7 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
     result = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.05",
                          "--workdir", str(workdir), "--checkpoint-every", "1", "--sims", "2",
                          "--sets", str(_small_sets(tmp_path)), "--max-points", "2", *TINY,
-                         "--set", "train.learning_rate=0.002"])
+                         "--config.train.learning_rate=0.002"])
     out = capsys.readouterr().out
     data = json.loads((workdir / "learn.json").read_text())
     assert data == json.loads(json.dumps(result))
@@ -84,7 +87,7 @@ def test_learn_refuses_a_used_workdir(tmp_path):
 
 
 def test_split_overrides_and_points():
-    rest, over = learn_bench.split_config_overrides(
+    rest, over = config_lib.split_overrides(
         ["learn", "--config", "c.py", "--config.a.b=1", "--minutes", "2", "--config.c=x=y"])
     assert rest == ["learn", "--config", "c.py", "--minutes", "2"]
     assert over == ["a.b=1", "c=x=y"]
@@ -105,7 +108,7 @@ def test_ladder_evaluator_and_plot(tmp_path):
     net = network.make_network(ml_collections.ConfigDict(
         {"channels": 4, "num_blocks": 1, "norm": "batch", "dtype": "float32"}), env)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
-    factory = arena.AgentFactory(env, net, search=object())
+    factory = players.PlayerFactory(env, net, search=object())
     ladder = learn_bench.LadderEvaluator(env, "random", games=4)
     scores = ladder(factory.greedy(variables, "iter-1"), factory, jax.random.PRNGKey(0))
     assert set(scores) == {"random", "mean"} and scores["mean"] == scores["random"]

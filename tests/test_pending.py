@@ -162,6 +162,7 @@ def test_real_selfplay_adds_exactly_the_plies_of_finished_games():
 
 
 def test_config_switches_and_older_configs():
+    from az_jax import config as config_lib
     from az_jax import trainer
     from configs import default
 
@@ -182,11 +183,11 @@ def test_config_switches_and_older_configs():
     d = default.get_config().to_dict()
     del d["selfplay"]["pending"], d["selfplay"]["max_game_length"]
     old = ml_collections.ConfigDict(d)
-    trainer.validate_config(old, 1)
+    config_lib.validate(old, 1)
     assert trainer.targets_mode(old) == "pending"
     d["selfplay"].update(pending=None, max_game_length=-1)
     with pytest.raises(ValueError) as e:
-        trainer.validate_config(ml_collections.ConfigDict(d), 1)
+        config_lib.validate(ml_collections.ConfigDict(d), 1)
     assert "selfplay.pending=None must be True or False" in str(e.value)
     assert "selfplay.max_game_length=-1 must be from 0" in str(e.value)
 

@@ -268,7 +268,7 @@ def test_bad_tactics_are_rejected():
 
 def test_configs_saved_before_the_fields_existed_still_load():
     """No tactics / eval_tactics / eval_sims_per_considered: validated, and the defaults."""
-    from az_jax import trainer
+    from az_jax import config as config_lib
     from configs import default
 
     c = default.get_config()
@@ -277,10 +277,10 @@ def test_configs_saved_before_the_fields_existed_still_load():
         search.DEFAULT_EVAL_SIMS_PER_CONSIDERED)  # one default, for old configs and new
     for field in ("tactics", "eval_tactics", "eval_sims_per_considered"):
         del c.search[field]
-    trainer.validate_config(c, 1)
+    config_lib.validate(c, 1)
     s = search.make_search(ENV, NET, c.search)
     assert s.tactics == {False: search.DEFAULT_TACTICS, True: search.DEFAULT_EVAL_TACTICS}
     assert s.sims_per_considered == search.DEFAULT_EVAL_SIMS_PER_CONSIDERED
     c.search.tactics = "always"
     with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
-        trainer.validate_config(c, 1)
+        config_lib.validate(c, 1)

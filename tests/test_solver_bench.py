@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import envs
-from az_jax import arena, solver_bench
-from az_jax.solver_bench import Position
+from az_jax.eval import connect4_positions, players, solver_bench
+from az_jax.eval.solver_bench import Position
 
 DATA = Path(__file__).parent / "data" / "connect4_solver_200.txt"
 C4 = envs.make("connect4")
@@ -35,14 +35,14 @@ def test_shipped_file(positions):
     assert len(positions) == 200
     assert all(8 <= len(p.moves) <= 20 for p in positions)
     assert all(p.column_scores is not None for p in positions)
-    p = solver_bench.parse_line("44 1 -2,-1,0,1,0,-1,-2")
+    p = connect4_positions.parse_line("44 1 -2,-1,0,1,0,-1,-2")
     assert p == Position("44", 1, (-2, -1, 0, 1, 0, -1, -2))
     assert p.outcomes().tolist() == [-1, -1, 0, 1, 0, -1, -1]
-    assert solver_bench.parse_line(p.to_line()) == p
-    assert solver_bench.parse_line("  # a comment") is None
-    assert solver_bench.parse_line("") is None
-    assert solver_bench.parse_line("444444 0").column_scores is None  # Pons's 2 fields
-    full = solver_bench.parse_line("444444 -1 -3,-2,-1,x,-1,-2,-3")
+    assert connect4_positions.parse_line(p.to_line()) == p
+    assert connect4_positions.parse_line("  # a comment") is None
+    assert connect4_positions.parse_line("") is None
+    assert connect4_positions.parse_line("444444 0").column_scores is None  # Pons's 2 fields
+    full = connect4_positions.parse_line("444444 -1 -3,-2,-1,x,-1,-2,-3")
     assert full.column_scores[3] is None and full.outcomes()[3] == -2
 
 
@@ -117,7 +117,7 @@ def test_states_from_moves(positions, states):
 
 
 def test_random_agent_mistake_rate(positions, states):
-    agent = arena.AgentFactory(C4).random()
+    agent = players.PlayerFactory(C4).random()
     expected = solver_bench.random_mistake_rate(positions)
     assert 0.2 < expected < 0.6
     rates = [solver_bench.count_mistakes(
@@ -127,7 +127,7 @@ def test_random_agent_mistake_rate(positions, states):
 
 
 def test_benchmark_rows(positions):
-    agent = arena.AgentFactory(C4).onestep()
+    agent = players.PlayerFactory(C4).onestep()
     rows = solver_bench.benchmark(C4, [agent], {"set": positions[:40]}, jax.random.PRNGKey(0))
     (row,) = rows
     assert row["agent"] == "onestep" and row["positions"] == 40
@@ -139,14 +139,14 @@ def test_benchmark_rows(positions):
 @needs_bitbully
 def test_labels_agree_with_bitbully(positions):
     for p in positions[:15]:
-        assert solver_bench.solve(p.moves) == p
+        assert connect4_positions.solve(p.moves) == p
 
 
 @needs_bitbully
 def test_perfect_player_bitbully(positions):
     import bitbully
 
-    solver = solver_bench._solver()
+    solver = connect4_positions._solver()
     some = positions[::4]
     actions = [solver.best_move(bitbully.Board.from_moves(p.actions)) for p in some]
     s = solver_bench.count_mistakes(some, actions)

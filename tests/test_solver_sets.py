@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from az_jax import solver_bench, solver_sets
-from az_jax.solver_bench import Position
-from az_jax.solver_sets import Player, Source
+from az_jax.eval import connect4_positions, solver_bench, solver_sets
+from az_jax.eval.solver_bench import Position
+from az_jax.eval.solver_sets import Player, Source
 
 SETS = Path(__file__).parent / "data" / "connect4"
 # A random game with nobody winning before the 42nd stone (found by a seeded search).
@@ -30,7 +30,7 @@ def _pos(moves: str, scores) -> Position:
                                            (41, "end")])
 def test_phase_boundaries(stones, phase):
     moves = DRAWN_GAME[:stones]
-    assert solver_bench._check_moves(moves)[1] is None
+    assert connect4_positions._check_moves(moves)[1] is None
     assert solver_sets.phase(moves) == phase
 
 
@@ -95,18 +95,18 @@ def test_shipped_sets_labels_sizes_and_disjoint(shipped):
 def test_shipped_labels_agree_with_bitbully(shipped):
     for name, positions in shipped.items():
         for p in positions[:: max(1, len(positions) // 3)][:3]:
-            solved = solver_bench.solve(p.moves)
+            solved = connect4_positions.solve(p.moves)
             assert solved == p
             assert solver_sets.set_name(solved) == name
 
 
 @needs_bitbully
 def test_hand_worked_forced_win_bitbully():
-    p = solver_bench.solve("152637")
+    p = connect4_positions.solve("152637")
     # Pons's scale: a win is worth 22 - the stones the winner plays (4 here).
     assert p.column_scores == (-18, -18, -18, 18, -18, -18, -18)
     assert solver_sets.set_name(p) == "beginning_hard"
-    assert solver_sets.difficulty(solver_bench.solve("")) == "hard"
+    assert solver_sets.difficulty(connect4_positions.solve("")) == "hard"
 
 
 # ------------------------------------------------------------------ the generator
@@ -129,7 +129,7 @@ def test_make_sets_tiny_recipe():
         assert sum(origin[name].values()) == len(positions)
         for p in positions:
             assert solver_sets.set_name(p) == name
-            assert solver_bench.solve(p.moves) == p
+            assert connect4_positions.solve(p.moves) == p
     assert stats["games"] == 12 and stats["solved"] >= sum(len(v) for v in sets.values())
     again, _, _ = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
                                         log=lambda _: None, players=players)

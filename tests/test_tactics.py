@@ -1,4 +1,4 @@
-"""The Gomoku tactics suite (az_jax/tactics.py): the shipped files, file errors, the generator,
+"""The Gomoku tactics suite (az_jax/eval/tactics.py): the shipped files, file errors, the generator,
 and `evaluate --tactics` on a tiny untrained checkpoint."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from az_jax import checkpoint as ckpt
-from az_jax import evaluate, tactics, trainer
+from az_jax import evaluate, trainer
+from az_jax.eval import tactics
 from envs import gomoku_tactics as gt
 from tests.tiny import tiny_training
 

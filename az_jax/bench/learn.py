@@ -9,7 +9,7 @@ SIGTERM: the trainer finishes its iteration and saves a checkpoint), with checkp
 --checkpoint-every iterations, then evaluates the checkpoints:
 
   connect4   mistake rates on the stratified solver sets (tests/data/connect4, see
-             az_jax/solver_sets.py): overall and per phase, the network alone (argmax of
+             az_jax/eval/solver_sets.py): overall and per phase, the network alone (argmax of
              its policy) and with --sims simulations;
   any other  the score against a fixed ladder (--ladder, default random, onestep and
              rollout MCTS), the network alone and with --sims simulations.
@@ -32,7 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from az_jax import config as config_lib
+from az_jax.bench import common
+
+ROOT = config_lib.ROOT
 TRAIN_PY = ROOT / "train.py"
 DEFAULT_SETS = ROOT / "tests" / "data" / "connect4"
 DEFAULT_LADDER = "random,onestep,mcts-rollout:64"
@@ -40,12 +43,14 @@ DEFAULT_LADDER = "random,onestep,mcts-rollout:64"
 BENCH_OVERRIDES = ("checkpoint.keep=1000000", "checkpoint.save_replay=False", "eval.every=0",
                    "log.progress=False")
 
+HELP = ("train for --minutes, then mistake rate (solver sets) or ladder score per "
+        "checkpoint vs minutes: learn.json + learn.png")
 DESCRIPTION = __doc__.split("\n\n", 1)[1] + """
 The bench itself sets --config.eval.every=0 (no evaluation inside the timed run),
 checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the config's
 train.num_iterations (and with it the learning-rate schedule) is kept, so a run that
 finishes its iterations before --minutes stops there. Config overrides: --config.a.b=v (as
-train.py) or --set a.b=v. The machine's load average is recorded: other work slows
+train.py). The machine's load average is recorded: other work slows
 training, so the same iteration comes at a later minute (the curve moves right)."""
 
 
@@ -69,8 +74,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
     p.add_argument("--games", type=int, default=64,
                    help="other games: games per opponent and checkpoint (default 64)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, same as --config.KEY=VALUE (repeatable)")
     p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
                    help="all (default); train: only train (writes train.json); evaluate: "
                         "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
@@ -78,21 +81,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
-
-
-def split_config_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(argv without the `--config.a.b=v` items, those items as "a.b=v")."""
-    rest, overrides = [], []
-    for a in argv:
-        if a.startswith("--config."):
-            key, sep, _ = a[len("--config."):].partition("=")
-            if not sep or not key:
-                raise SystemExit(f"error: {a!r}: expected --config.KEY=VALUE, e.g. "
-                                 "--config.network.channels=8")
-            overrides.append(a[len("--config."):])
-        else:
-            rest.append(a)
-    return rest, overrides
 
 
 # =========================================================================== training
@@ -190,7 +178,7 @@ class SolverEvaluator:
     def __init__(self, sets_paths: list[str], env):
         import numpy as np
 
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         self.sets = solver_bench.load_sets(sets_paths)
         self.names = [Path(f).stem for f in self.sets]
@@ -205,7 +193,7 @@ class SolverEvaluator:
     def _groups(self, rate) -> dict:
         import numpy as np
 
-        from az_jax.solver_sets import PHASES
+        from az_jax.eval.solver_sets import PHASES
 
         out = {}
         for ph in PHASES:
@@ -221,7 +209,7 @@ class SolverEvaluator:
         """{"all": rate, "<phase>": rate, ..., "sets": {name: rate}}."""
         import numpy as np
 
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         actions = solver_bench.agent_actions(agent, self.states, key)
         wrong = np.zeros(len(self.positions), bool)
@@ -236,15 +224,15 @@ class LadderEvaluator:
     """Scores (W + D/2)/games against fixed opponents, colours alternated."""
 
     def __init__(self, env, ladder: str, games: int):
-        from az_jax import arena
+        from az_jax.eval import match, players
 
         self.env = env
-        self.opponents = arena.parse_opponents(ladder)
+        self.opponents = players.parse_opponents(ladder)
         bad = [o.name for o in self.opponents if o.needs_network]
         if bad:
             raise ValueError(f"--ladder: {', '.join(bad)} need a network; use fixed "
                              "opponents (random, onestep, mcts-rollout:N)")
-        self.runner = arena.MatchRunner(env, games, batch_size=min(games, 256))
+        self.runner = match.MatchRunner(env, games, batch_size=min(games, 256))
 
     def __call__(self, agent, factory, key) -> dict:
         import jax
@@ -262,9 +250,9 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
     evaluator)."""
     import jax
 
-    from az_jax import arena
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
+    from az_jax.eval import players
 
     points, evaluator, factory = [], None, None
     for n, step in enumerate(steps):
@@ -272,7 +260,7 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
         r = ckpt.restore(workdir, step=step)
         if factory is None:  # the same network shape throughout: compile once
             search = search_lib.make_search(r.env, r.net, r.config.search)
-            factory = arena.AgentFactory(r.env, r.net, search)
+            factory = players.PlayerFactory(r.env, r.net, search)
             if r.env.id == "connect4":
                 evaluator = SolverEvaluator([args.sets], r.env)
             else:
@@ -362,18 +350,16 @@ def plot(result: dict, path: Path) -> Path:
 # =========================================================================== command
 def run(args: argparse.Namespace) -> dict:
     """The bench; prints a table and returns the learn.json content."""
-    from az_jax import bench
-
     if args.minutes <= 0:
         raise SystemExit(f"error: --minutes={args.minutes} must be > 0")
     if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 2:
         raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
                          ">= 0, --games >= 2")
-    user = list(args.set) + list(getattr(args, "config_overrides", []))
-    config = bench.load_config(args.config, user)  # a bad key fails here, before training
+    user = list(getattr(args, "config_overrides", []))
+    config = common.load_config(args)  # a bad key fails here, before training
     env_id = config.env.id
     if env_id == "connect4" and args.stage != "train":
-        from az_jax import solver_bench
+        from az_jax.eval import solver_bench
 
         try:
             solver_bench.expand_paths([args.sets])
@@ -399,7 +385,7 @@ def run(args: argparse.Namespace) -> dict:
         if _steps(workdir) or (workdir / "metrics.jsonl").exists():
             raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
                              "scratch: give a new --workdir (or --stage evaluate)")
-        m0 = bench.machine()
+        m0 = common.machine()
         print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
               f"{workdir}; load average {m0['load_average']:.1f} (other work slows "
               "training)", flush=True)
@@ -407,7 +393,7 @@ def run(args: argparse.Namespace) -> dict:
             trained = train_for(args.config, workdir, args.minutes, overrides, log)
         except RuntimeError as e:
             raise SystemExit(f"error: {e}") from None
-        load_after_training = bench.load_average()
+        load_after_training = common.load_average()
         (workdir / "train.json").write_text(json.dumps(
             {"trained": trained, "machine": m0, "load": load_after_training,
              "minutes": args.minutes, "config": str(args.config),

@@ -2,7 +2,7 @@
 
     python -m az_jax.evaluate --model gomoku_15x15 \\
         --tactics tests/data/gomoku_tactics_15x15.jsonl --sims 64,400
-    python -m az_jax.tactics make --size 9 --out tests/data/gomoku_tactics_9x9.jsonl
+    python -m az_jax.eval.tactics make --size 9 --out tests/data/gomoku_tactics_9x9.jsonl
 
 A suite file is JSON lines. Line 1 is the header: {"format": "az_jax-gomoku-tactics",
 "version": 1, "env": "gomoku", "size": N, "rule": "freestyle", "categories": [...],
@@ -86,7 +86,7 @@ def _parse_header(text: str, where: str) -> dict:
                            f'{{"format": "{FORMAT}", ...}}') from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise _fail(where, f'not a tactics suite: the first line needs "format": "{FORMAT}" '
-                           f"(write one with `python -m az_jax.tactics make`)")
+                           f"(write one with `python -m az_jax.eval.tactics make`)")
     if header.get("version") != VERSION:
         raise _fail(where, f"suite format version {header.get('version')!r}; this code reads "
                            f"version {VERSION}")
@@ -193,7 +193,7 @@ def states_of(env, positions: Sequence[Position]):
     """Batched env states of the positions (one jitted replay of padded move lists)."""
     import jax.numpy as jnp
 
-    from az_jax import solver_bench
+    from az_jax.eval import solver_bench
 
     length = max(1, max(len(p.moves) for p in positions))
     moves = np.full((len(positions), length), -1, np.int32)
@@ -242,15 +242,15 @@ def evaluate(restored, suite: Suite, sims: Sequence[int], key, batch_size: int =
     """
     import jax
 
-    from az_jax import arena, solver_bench
     from az_jax import search as search_lib
+    from az_jax.eval import players, solver_bench
 
     check_env(suite, restored.env)
     positions = select(suite.positions, limit)
     env = restored.env
     states = states_of(env, positions)
     search = search_lib.make_search(env, restored.net, restored.config.search)
-    factory = arena.AgentFactory(env, restored.net, search)
+    factory = players.PlayerFactory(env, restored.net, search)
     label = f"iter-{restored.iteration}"
     agents = [factory.greedy(restored.variables, label)]
     agents += [factory.network(restored.variables, label, int(s)) for s in sims]
@@ -531,7 +531,7 @@ def _parse_sources(text: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m az_jax.tactics", description=__doc__.split("\n\n")[0],
+        prog="python -m az_jax.eval.tactics", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Evaluate with `python -m az_jax.evaluate --model NAME --tactics FILE`.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -558,7 +558,7 @@ def main(argv=None) -> int:
         if args.games < 1 or args.per_category < 1 or args.per_game < 1:
             raise ValueError("--games, --per-category and --per-game must be >= 1")
         sources = _parse_sources(args.sources)
-        command = "python -m az_jax.tactics " + " ".join(
+        command = "python -m az_jax.eval.tactics " + " ".join(
             sys.argv[1:] if argv is None else list(argv))
         from az_jax.agent import quiet_logs
 

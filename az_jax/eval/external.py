@@ -5,35 +5,35 @@
     opp = external.parse_opponent("baghchal-minimax:2")
     engine = external.make_engine(opp, env)           # checks the game and the package
     runner = external.ExternalMatchRunner(env, num_games=20, opening_plies=2)
-    result = runner.play(agent, engine, key)           # an arena.MatchResult
+    result = runner.play(agent, engine, key)           # a match.MatchResult
 
     python train.py --config configs/baghchal.py --config.eval.opponents=random,baghchal-minimax:1
 
-The arena (`arena.py`) compiles a whole match into one jitted program, so both players
+A match (`match.py`) compiles a whole match into one jitted program, so both players
 must be JAX functions. An engine written in Python cannot run inside jit, so this module
 plays the match with a Python loop over plies instead: all games advance together, the
-agent under test (an `arena.Agent`, e.g. the network with N simulations) moves in every
+agent under test (a `players.Player`, e.g. the network with N simulations) moves in every
 game where it is to move with one jitted call on that batch (padded to a power of two, so
 few shapes compile), and the engine then moves in each of its games in turn. Every move,
 whoever made it, is mirrored into the engine's own copy of the game, and the engine's view
 of the result is checked against the env's after each ply (a mismatch raises: the move
 conversion or the rules disagree).
 
-Colours and openings are as in `arena.make_match`: of N games (N even), games [0, N/2)
+Colours and openings are as in `match.make_match`: of N games (N even), games [0, N/2)
 have the agent as the first player and [N/2, N) as the second, and game i and i + N/2 start
 with the same `opening_plies` uniformly random plies (the same key derivation as
-`make_match`, so the same openings as an arena match with this key and batch). The openings
+`make_match`, so the same openings as a jitted match with this key and batch). The openings
 matter here: the engines below are deterministic and so is the agent in evaluation mode (no
 root noise, argmax move), so without random openings every game with the same colours would
 be the same game, and N games would measure only two.
 
-Results are `arena.MatchResult`s from the agent's point of view, so the tables, the Elo
+Results are `match.MatchResult`s from the agent's point of view, so the tables, the Elo
 ladder and the JSON records of `evaluate.py` treat them like any other match. Games still
 running at `max_plies` count as draws (`unfinished`).
 
-Training (`config.eval.opponents`): `trainer.validate_config` calls `check_opponents` with
+Training (`config.eval.opponents`): `config.validate` calls `check_opponents` with
 the config's env id before anything is built (an engine of another game, or a missing
-package, is a config error), and `arena.TrainingEvaluator` plays the engines with an
+package, is a config error), and `evaluator.TrainingEvaluator` plays the engines with an
 `ExternalMatchRunner` next to its jitted matches, in every process like those (with the
 same parameters and key, every process plays the same games and gets the same score, which
 ranks checkpoints).
@@ -86,7 +86,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from az_jax import arena, parallel
+from az_jax import parallel
+from az_jax.eval import match, players
 
 
 # =========================================================================== protocol
@@ -746,11 +747,11 @@ def parse_opponent(name: str) -> ExternalOpponent:
 
 
 def parse_opponents(names: str | list[str]) -> list:
-    """Like `arena.parse_opponents`, with external engines too: a list of `arena.Opponent`
+    """Like `players.parse_opponents`, with external engines too: a list of `players.Opponent`
     and `ExternalOpponent`, in the given order (`split_names` splits a string).
 
     Raises:
-      ValueError: an unknown name (listing the arena's and the external forms).
+      ValueError: an unknown name (listing the players' and the external forms).
     """
     items = split_names(names) if isinstance(names, str) else list(names)
     out = []
@@ -761,7 +762,7 @@ def parse_opponents(names: str | list[str]) -> list:
             out.append(parse_opponent(n))
             continue
         try:
-            out.append(arena.parse_opponent(n))
+            out.append(players.parse_opponent(n))
         except ValueError as e:
             raise ValueError(f"{e}; external engines: {forms()}") from None
     return out
@@ -825,13 +826,13 @@ def _bucket(n: int) -> int:
 
 
 class ExternalMatchRunner:
-    """Plays matches of an `arena.Agent` against an external `Engine` (see the module
+    """Plays matches of a `players.Player` against an external `Engine` (see the module
     docstring). Keeps the jitted env functions and one jitted act per (agent kind, batch).
 
     Args:
       env: the `envs.Env`.
       num_games: games per match (rounded up to an even number).
-      max_plies: ply cap (default: `arena.default_max_plies(env)`).
+      max_plies: ply cap (default: `players.default_max_plies(env)`).
       opening_plies: random plies at the start of each pair of games.
     """
 
@@ -843,7 +844,7 @@ class ExternalMatchRunner:
             raise ValueError(f"opening_plies={opening_plies} must be >= 0")
         self.env = env
         self.num_games = num_games + num_games % 2
-        self.max_plies = int(max_plies or arena.default_max_plies(env))
+        self.max_plies = int(max_plies or players.default_max_plies(env))
         self.opening_plies = int(opening_plies)
         half = self.num_games // 2
         self._a_color = np.repeat(np.array([0, 1], np.int32), half)  # the agent's player id
@@ -855,7 +856,7 @@ class ExternalMatchRunner:
 
         def opening(states, k_open, t):
             keys = per_game(jax.random.fold_in(k_open, t), pair)
-            return jax.vmap(lambda k, m: arena.random_legal(k, m[None])[0])(
+            return jax.vmap(lambda k, m: players.random_legal(k, m[None])[0])(
                 keys, states.legal_action_mask)
 
         def step(states, actions, moved, k_step, t):
@@ -870,20 +871,20 @@ class ExternalMatchRunner:
         self._acts: dict[str, Callable] = {}
         self.device = jax.local_devices()[0]
 
-    def _act_fn(self, agent: arena.Agent) -> Callable:
+    def _act_fn(self, agent: players.Player) -> Callable:
         """`act(params, states, idx int32[K], key) -> int32[K]`: the agent on games idx."""
         if agent.kind not in self._acts:
             self._acts[agent.kind] = jax.jit(
-                lambda params, states, idx, key: agent.act(params, arena.take(states, idx),
+                lambda params, states, idx, key: agent.act(params, match.take(states, idx),
                                                            key))
         return self._acts[agent.kind]
 
-    def play(self, agent: arena.Agent, engine: Engine, key, progress=None,
-             on_ply=None, warn=None) -> arena.MatchResult:
+    def play(self, agent: players.Player, engine: Engine, key, progress=None,
+             on_ply=None, warn=None) -> match.MatchResult:
         """Plays `num_games` games of the agent against the engine. The key is consumed.
 
         Args:
-          agent: the player under test (`arena.AgentFactory` builds them).
+          agent: the player under test (`players.PlayerFactory` builds them).
           engine: from `make_engine`.
           progress: optional callable, called with the number of games that just ended.
           on_ply: optional callable, called with the ply number before each ply.
@@ -903,7 +904,7 @@ class ExternalMatchRunner:
         n = self.num_games
         k_init, k_open, k_act, k_step = jax.random.split(key, 4)
         act = self._act_fn(agent)
-        # As in `arena.MatchRunner.play`: this process's copy of replicated (training)
+        # As in `match.MatchRunner.play`: this process's copy of replicated (training)
         # parameters, on one device.
         params = jax.device_put(parallel.local_replica(agent.params), self.device)
         states = self._init(k_init)
@@ -968,7 +969,7 @@ class ExternalMatchRunner:
                "plies": np.asarray(states.step_count)}
         if progress is not None and (~done).any():
             progress(int((~done).sum()))
-        result = arena.summarize(out, agent.name, engine.name, time.perf_counter() - t0)
+        result = match.summarize(out, agent.name, engine.name, time.perf_counter() - t0)
         late = engine.brain.late - late0 if engine.brain is not None else 0
         notes = format_faults(faults, late)
         if notes:

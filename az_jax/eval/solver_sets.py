@@ -1,9 +1,9 @@
 """Stratified Connect4 solver sets: positions that real games reach, labelled by bitbully
 and sorted by game phase and difficulty.
 
-    python -m az_jax.solver_bench make-sets --out tests/data/connect4      # needs bitbully
+    python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4      # needs bitbully
 
-Labels (of a position with column scores, see `solver_bench`):
+Labels (of a position with column scores, see `connect4_positions`):
 
   phase       by the number of stones on the board: beginning 0-13, middle 14-27, end 28-41
               (the 42 plies of a full game cut in equal thirds of 14 plies, 7 moves a side).
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from az_jax.solver_bench import COLS, ROWS, Position, _check_moves, solve
+from az_jax.eval.connect4_positions import COLS, ROWS, Position, _check_moves, solve
 
 PHASES = ("beginning", "middle", "end")
 PHASE_STARTS = (0, 14, 28)  # first stone count of each phase
@@ -172,7 +172,7 @@ class _Players:
         import jax
         import jax.numpy as jnp
 
-        from az_jax import arena
+        from az_jax.eval import players
 
         if player.kind in ("bitbully",):
             return None
@@ -180,11 +180,11 @@ class _Players:
         if key_ in self._acts:
             return self._acts[key_]
         if player.kind == "random":
-            fn = lambda s, k: arena.random_act(self.env)(None, s, k)
+            fn = lambda s, k: players.random_act(self.env)(None, s, k)
         elif player.kind == "onestep":
-            fn = lambda s, k: arena.onestep_act(self.env)(None, s, k)
+            fn = lambda s, k: players.onestep_act(self.env)(None, s, k)
         elif player.kind == "rollout":
-            act = arena.rollout_mcts_act(self.env, player.sims)
+            act = players.rollout_mcts_act(self.env, player.sims)
             fn = lambda s, k: act(None, s, k)
         elif player.kind == "policy":
             r, _ = self._network()

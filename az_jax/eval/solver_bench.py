@@ -1,28 +1,16 @@
 """The Connect4 solver benchmark: how often does an agent pick a move that is worse than
 the best one (win > draw > loss) on solved positions?
 
-    python -m az_jax.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
+    python -m az_jax.eval.solver_bench make --out c4_positions.txt --n 1000 --min-moves 8 \\
         --max-moves 20                                  # needs bitbully (AGPL, optional)
-    python -m az_jax.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
-    python -m az_jax.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
-    python -m az_jax.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
+    python -m az_jax.eval.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
+    python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
+    python -m az_jax.eval.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
 
 The stratified sets (game phase x difficulty, 200 positions each, from games between agents
-of varied strength) are described in az_jax/solver_sets.py.
+of varied strength) are described in az_jax/eval/solver_sets.py.
 
-File format: Pascal Pons's test sets (http://blog.gamesolver.org), one position a line,
-
-    <moves> <score> [<column scores>]
-
-  moves          the position, as the 1-based columns (1-7) played from the empty board;
-  score          the solver's score for the side to move: 0 draw, > 0 win, < 0 loss
-                 (Pons's scale: a win is worth 22 - the number of stones the winner plays);
-  column scores  (optional, az_jax's extension) the scores of playing columns 1..7, same
-                 scale and point of view as `score`, comma-separated, `x` for a full
-                 column, e.g. `-2,-1,0,1,0,-1,-2`; `score` must be their maximum.
-
-Blank lines and lines starting with `#` are ignored. A position must be legal and not
-finished. Any other line is an error that names the file, the line number and why.
+The file format and the solver that labels positions: az_jax/eval/connect4_positions.py.
 
 A move is a *mistake* when another legal move has a strictly better outcome (the sign of
 its column score). The benchmark reports the mistake rate over all positions and over the
@@ -36,257 +24,24 @@ without bitbully afterwards.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
-import random as _random
-import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-ROWS, COLS = 6, 7
-MAX_SCORE = 22  # |score| on Pons's scale
-FULL = None  # column score of a full column
-_SCORE = re.compile(r"[+-]?[0-9]{1,3}")  # ASCII digits: int() would take "1_0" or "٣"
-_BITBULLY_HINT = ("needs the optional Connect4 solver bitbully (AGPL): pip install bitbully")
-
-
-@dataclasses.dataclass(frozen=True)
-class Position:
-    """One solved position."""
-
-    moves: str  # 1-based column digits from the empty board, e.g. "4453"
-    score: int  # for the side to move: 0 draw, > 0 win, < 0 loss
-    column_scores: tuple[int | None, ...] | None = None  # 7 scores, None = full column
-
-    @property
-    def actions(self) -> list[int]:
-        """The moves as env actions (0-based columns)."""
-        return [int(c) - 1 for c in self.moves]
-
-    def outcomes(self) -> np.ndarray:
-        """int8[7]: +1/0/-1 outcome of each column for the mover; -2 for a full column."""
-        if self.column_scores is None:
-            raise ValueError(f"position {self.moves!r} has no column scores")
-        return np.array([-2 if s is None else int(np.sign(s)) for s in self.column_scores],
-                        np.int8)
-
-    def to_line(self) -> str:
-        text = f"{self.moves} {self.score}"
-        if self.column_scores is not None:
-            text += " " + ",".join("x" if s is None else str(s) for s in self.column_scores)
-        return text
-
-
-# =========================================================================== parsing
-def _check_moves(moves: str) -> tuple[np.ndarray, str | None]:
-    """Replays `moves` on a host board. Returns (heights, None) or (_, why it is bad)."""
-    board = np.full((ROWS, COLS), -1, np.int8)  # row 0 at the bottom here
-    heights = np.zeros(COLS, np.int64)
-    for i, ch in enumerate(moves):
-        if ch < "1" or ch > "7":
-            return heights, f"move {i + 1} is {ch!r}; moves are the columns 1-7"
-        col = int(ch) - 1
-        if heights[col] >= ROWS:
-            return heights, f"move {i + 1} plays column {ch}, which is full"
-        row, player = heights[col], i % 2
-        board[row, col] = player
-        heights[col] += 1
-        if _wins(board, row, col, player):
-            return heights, f"the game is already won at move {i + 1} of {len(moves)}"
-    if heights.sum() >= ROWS * COLS:
-        return heights, "the board is full (the game is over)"
-    return heights, None
-
-
-def _wins(board: np.ndarray, row: int, col: int, player: int) -> bool:
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-        run = 1
-        for sign in (1, -1):
-            r, c = row + sign * dr, col + sign * dc
-            while 0 <= r < ROWS and 0 <= c < COLS and board[r, c] == player:
-                run += 1
-                r, c = r + sign * dr, c + sign * dc
-        if run >= 4:
-            return True
-    return False
-
-
-def _show(text: str, limit: int = 50) -> str:
-    """`repr(text)` cut to `limit` characters (a bad line may be megabytes long)."""
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-def _score(text: str, what: str, where: str, alternative: str = "") -> int:
-    """A score in [-22, 22]; ValueError "<where>: <what> ..." otherwise."""
-    if not _SCORE.fullmatch(text):
-        raise ValueError(f"{where}: {what} {_show(text)} is not an integer{alternative}")
-    score = int(text)
-    if abs(score) > MAX_SCORE:
-        raise ValueError(f"{where}: {what} {score} is outside [-22, 22] (Pons's scale)")
-    return score
-
-
-def parse_line(text: str, where: str = "<line>") -> Position | None:
-    """One line -> a Position (None for blank and comment lines).
-
-    Raises:
-      ValueError: `"<where>: <why>"`, e.g. "set.txt:12: column 3 is full".
-    """
-    line = text.strip()
-    if not line or line.startswith("#"):
-        return None
-    fields = line.split()
-    if len(fields) not in (2, 3):
-        raise ValueError(f"{where}: expected '<moves> <score> [<7 column scores>]', got "
-                         f"{len(fields)} field(s): {_show(line, 80)}")
-    moves, score_text = fields[0], fields[1]
-    if not (moves.isascii() and moves.isdigit()):
-        raise ValueError(f"{where}: moves {_show(moves)} must be digits 1-7 (the columns)")
-    heights, why = _check_moves(moves)
-    if why:
-        raise ValueError(f"{where}: illegal position: {why}")
-    score = _score(score_text, "score", where)
-    columns = None
-    if len(fields) == 3:
-        items = fields[2].split(",")
-        if len(items) != COLS:
-            raise ValueError(f"{where}: expected 7 comma-separated column scores, got "
-                             f"{len(items)}: {_show(fields[2])}")
-        columns = []
-        for c, item in enumerate(items):
-            full = heights[c] >= ROWS
-            if item == "x":
-                if not full:
-                    raise ValueError(f"{where}: column {c + 1} is marked full ('x') but is not")
-                columns.append(FULL)
-                continue
-            if full:
-                raise ValueError(f"{where}: column {c + 1} is full; its score must be 'x'")
-            columns.append(_score(item, f"column {c + 1} score", where, " or 'x'"))
-        best = max(s for s in columns if s is not None)
-        if best != score:
-            raise ValueError(f"{where}: score {score} is not the best column score {best}")
-        columns = tuple(columns)
-    return Position(moves, score, columns)
-
-
-def read_positions(path) -> list[Position]:
-    """Reads a solver set file.
-
-    Raises:
-      FileNotFoundError: no such file. ValueError: a malformed line ("file:line: why") or
-      a file without positions.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no solver set file {path}")
-    positions = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, text in enumerate(f, 1):
-            pos = parse_line(text, f"{path}:{lineno}")
-            if pos is not None:
-                positions.append(pos)
-    if not positions:
-        raise ValueError(f"{path}: no positions (expected lines '<moves> <score> [...]')")
-    return positions
-
-
-def write_positions(path, positions: Iterable[Position], header: str = "") -> None:
-    lines = [f"# {h}" for h in header.splitlines()] if header else []
-    lines += [p.to_line() for p in positions]
-    Path(path).write_text("\n".join(lines) + "\n")
-
-
-# =========================================================================== labels
-def _bitbully():
-    try:
-        import bitbully
-    except ImportError as e:
-        raise ImportError(f"this {_BITBULLY_HINT}") from e
-    return bitbully
-
-
-@functools.cache
-def _solver():
-    """One BitBully instance (loading its opening book takes a while)."""
-    return _bitbully().BitBully()
-
-
-def label(positions: Sequence[Position], progress: bool = False) -> list[Position]:
-    """Adds column scores from bitbully to positions that lack them.
-
-    Raises:
-      ImportError: bitbully is not installed. ValueError: a score disagrees with bitbully.
-    """
-    todo = [p for p in positions if p.column_scores is None]
-    if not todo:
-        return list(positions)
-    solver = _solver()
-    out = []
-    for p in _progress(positions, progress, "labelling"):
-        if p.column_scores is not None:
-            out.append(p)
-            continue
-        q = solve(p.moves, solver)
-        if q.score != p.score:
-            raise ValueError(f"position {p.moves}: the file says {p.score}, bitbully "
-                             f"{q.score}")
-        out.append(q)
-    return out
-
-
-def solve(moves: str, solver=None) -> Position:
-    """The Position with its score and column scores, from bitbully."""
-    bb = _bitbully()
-    solver = solver or _solver()
-    board = bb.Board.from_moves([int(c) - 1 for c in moves]) if moves else bb.Board()
-    scores = solver.score_all_moves(board)
-    columns = tuple(scores.get(c) for c in range(COLS))
-    return Position(moves, max(s for s in columns if s is not None), columns)
-
-
-def generate(n: int, min_moves: int, max_moves: int, seed: int = 0,
-             progress: bool = False) -> list[Position]:
-    """`n` distinct labelled positions from uniformly random play (bitbully).
-
-    Each position has a uniformly random length in [min_moves, max_moves]; a random game
-    that ends before that length is discarded.
-    """
-    if not 0 <= min_moves <= max_moves <= ROWS * COLS - 1:
-        raise ValueError(f"need 0 <= min_moves ({min_moves}) <= max_moves ({max_moves}) <= 41")
-    if n < 1:
-        raise ValueError(f"n={n} must be >= 1")
-    solver = _solver()
-    rng = _random.Random(seed)
-    seen, out = set(), []
-    bar = _bar(n, progress, "solving")
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 100 * n + 1000:
-            raise ValueError(f"could not find {n} distinct positions of {min_moves}-"
-                             f"{max_moves} moves")
-        length = rng.randint(min_moves, max_moves)
-        moves = ""
-        while len(moves) < length:
-            heights = _check_moves(moves)[0]
-            legal = [c for c in range(COLS) if heights[c] < ROWS]
-            moves += str(rng.choice(legal) + 1)
-            if _check_moves(moves)[1]:
-                break
-        if len(moves) < length or _check_moves(moves)[1] or moves in seen:
-            continue
-        seen.add(moves)
-        out.append(solve(moves, solver))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return out
+from az_jax.eval import solver_sets
+from az_jax.eval.connect4_positions import (
+    _BITBULLY_HINT,
+    COLS,
+    Position,
+    _bar,
+    generate,
+    label,
+    read_positions,
+    write_positions,
+)
 
 
 # =========================================================================== scoring
@@ -368,7 +123,7 @@ def agent_actions(agent, states, key, batch_size: int = 256, progress=None) -> n
     """The agent's moves in every position of `states` (in jitted batches of a fixed size).
 
     Args:
-      agent: an `arena.Agent`.
+      agent: an `players.Player`.
       states: batched env states (e.g. from `states_from_moves`).
       key: consumed.
       progress: optional callable, called with the number of positions done per batch.
@@ -441,9 +196,7 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
     Raises:
       FileNotFoundError: a directory without .txt files.
     """
-    from az_jax.solver_sets import set_names
-
-    order = {name: i for i, name in enumerate(set_names())}
+    order = {name: i for i, name in enumerate(solver_sets.set_names())}
     out = []
     for path in paths:
         p = Path(path)
@@ -463,8 +216,6 @@ def summarize(rows: list[dict]) -> list[dict]:
 
     Rates over several files pool their positions (a mistake count over a position count).
     """
-    from az_jax.solver_sets import PHASES
-
     agents = list(dict.fromkeys(r["agent"] for r in rows))
     files = list(dict.fromkeys(r["file"] for r in rows))
 
@@ -482,7 +233,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
     out = [pooled(Path(f).stem, [f]) for f in files]
     if len(files) > 1:
-        for ph in PHASES:
+        for ph in solver_sets.PHASES:
             chosen = [f for f in files if Path(f).stem.startswith(ph + "_")]
             if chosen and len(chosen) < len(files):
                 out.append(pooled(f"{ph} (all)", chosen))
@@ -524,26 +275,9 @@ def load_sets(paths: Sequence[str], progress: bool = False) -> dict[str, list[Po
             except ImportError:
                 raise ValueError(f"{path} has no column scores (third field); labelling it "
                                  f"{_BITBULLY_HINT}, or use a file written by "
-                                 "`python -m az_jax.solver_bench make`") from None
+                                 "`python -m az_jax.eval.solver_bench make`") from None
         sets[str(path)] = positions
     return sets
-
-
-# =========================================================================== CLI
-def _progress(items, enabled: bool, desc: str):
-    if not enabled:
-        return items
-    from tqdm import tqdm
-
-    return tqdm(items, desc=desc, unit="pos", dynamic_ncols=True, disable=None)
-
-
-def _bar(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="pos", dynamic_ncols=True, disable=None)
 
 
 def _make(args) -> None:
@@ -552,15 +286,13 @@ def _make(args) -> None:
     header = (f"az_jax Connect4 solver set: {args.n} positions from uniformly random play, "
               f"{args.min_moves}-{args.max_moves} moves, seed {args.seed}, labelled by "
               "bitbully.\nformat: <moves (columns 1-7)> <score for the side to move> "
-              "<scores of columns 1..7, x = full> (see az_jax/solver_bench.py)")
+              "<scores of columns 1..7, x = full> (see az_jax/eval/solver_bench.py)")
     write_positions(args.out, positions, header)
     print(f"wrote {len(positions)} positions to {args.out}")
 
 
 def _make_sets(args) -> None:
     import dataclasses as dc
-
-    from az_jax import solver_sets
 
     if args.per_set < 1:
         raise ValueError(f"--per-set={args.per_set} must be >= 1")
@@ -574,7 +306,7 @@ def _make_sets(args) -> None:
     log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources")
     sets, origin, stats = solver_sets.make_sets(recipe, args.per_set, args.seed, args.model,
                                                 log=log)
-    command = (f"python -m az_jax.solver_bench make-sets --out {args.out} --per-set "
+    command = (f"python -m az_jax.eval.solver_bench make-sets --out {args.out} --per-set "
                f"{args.per_set} --seed {args.seed} --games-scale {args.games_scale:g} "
                f"--model {args.model}")
     recipe_text = "; ".join(f"{s.name} x{s.games}" for s in recipe)
@@ -599,7 +331,7 @@ def _make_sets(args) -> None:
             "out; the nine sets are disjoint.\n"
             f"positions here by source: {sources}.\n"
             "format: <moves (columns 1-7)> <score for the side to move> <scores of columns "
-            "1..7, x = full> (see az_jax/solver_bench.py, az_jax/solver_sets.py)")
+            "1..7, x = full> (see az_jax/eval/solver_bench.py, az_jax/eval/solver_sets.py)")
         write_positions(out / f"{name}.txt", positions, header)
         log(f"{name}: {len(positions)} positions{short}")
     log(f"{stats['games']} games, {stats['candidates']} distinct positions, "
@@ -621,10 +353,10 @@ def _sims_list(text: str) -> list[int]:
 def _evaluate(args) -> None:
     import jax
 
-    from az_jax import arena
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
     from az_jax.agent import quiet_logs
+    from az_jax.eval import players
 
     sets = load_sets(args.files, progress=not args.quiet)
     quiet_logs()
@@ -634,7 +366,7 @@ def _evaluate(args) -> None:
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in "
                          f"{where} is for {restored.env.id}")
     search = search_lib.make_search(restored.env, restored.net, restored.config.search)
-    factory = arena.AgentFactory(restored.env, restored.net, search)
+    factory = players.PlayerFactory(restored.env, restored.net, search)
     sims = args.sims or [int(restored.config.eval.num_simulations)]
     label_ = f"iter-{restored.iteration}"
     agents = [factory.random(), factory.greedy(restored.variables, label_)]
@@ -646,7 +378,7 @@ def _evaluate(args) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m az_jax.solver_bench",
+        prog="python -m az_jax.eval.solver_bench",
         description=__doc__.split("\n\n")[0] + "\n\nSee the module docstring for the file "
         "format.", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -660,7 +392,7 @@ def main(argv=None) -> int:
     ms = sub.add_parser(
         "make-sets", help="write the nine stratified sets (phase x difficulty) from games "
         "between agents of varied strength (bitbully)",
-        description="Plays the games of az_jax.solver_sets.DEFAULT_RECIPE (random, onestep, "
+        description="Plays the games of az_jax.eval.solver_sets.DEFAULT_RECIPE (random, onestep, "
         "rollout MCTS, the shipped connect4 network, bitbully with epsilon-random moves), "
         "solves the positions they reach with bitbully and writes <out>/<phase>_<difficulty>"
         ".txt: beginning/middle/end = 0-13/14-27/28-41 stones, easy/medium/hard = most / "

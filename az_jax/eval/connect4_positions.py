@@ -1,0 +1,285 @@
+"""Connect4 positions in Pascal Pons's file format, and the perfect solver that labels them.
+
+File format: Pascal Pons's test sets (http://blog.gamesolver.org), one position a line,
+
+    <moves> <score> [<column scores>]
+
+  moves          the position, as the 1-based columns (1-7) played from the empty board;
+  score          the solver's score for the side to move: 0 draw, > 0 win, < 0 loss
+                 (Pons's scale: a win is worth 22 - the number of stones the winner plays);
+  column scores  (optional, az_jax's extension) the scores of playing columns 1..7, same
+                 scale and point of view as `score`, comma-separated, `x` for a full
+                 column, e.g. `-2,-1,0,1,0,-1,-2`; `score` must be their maximum.
+
+Blank lines and lines starting with `#` are ignored. A position must be legal and not
+finished. Any other line is an error that names the file, the line number and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random as _random
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+ROWS, COLS = 6, 7
+MAX_SCORE = 22  # |score| on Pons's scale
+FULL = None  # column score of a full column
+_SCORE = re.compile(r"[+-]?[0-9]{1,3}")  # ASCII digits: int() would take "1_0" or "٣"
+_BITBULLY_HINT = ("needs the optional Connect4 solver bitbully (AGPL): pip install bitbully")
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """One solved position."""
+
+    moves: str  # 1-based column digits from the empty board, e.g. "4453"
+    score: int  # for the side to move: 0 draw, > 0 win, < 0 loss
+    column_scores: tuple[int | None, ...] | None = None  # 7 scores, None = full column
+
+    @property
+    def actions(self) -> list[int]:
+        """The moves as env actions (0-based columns)."""
+        return [int(c) - 1 for c in self.moves]
+
+    def outcomes(self) -> np.ndarray:
+        """int8[7]: +1/0/-1 outcome of each column for the mover; -2 for a full column."""
+        if self.column_scores is None:
+            raise ValueError(f"position {self.moves!r} has no column scores")
+        return np.array([-2 if s is None else int(np.sign(s)) for s in self.column_scores],
+                        np.int8)
+
+    def to_line(self) -> str:
+        text = f"{self.moves} {self.score}"
+        if self.column_scores is not None:
+            text += " " + ",".join("x" if s is None else str(s) for s in self.column_scores)
+        return text
+
+
+# =========================================================================== parsing
+def _check_moves(moves: str) -> tuple[np.ndarray, str | None]:
+    """Replays `moves` on a host board. Returns (heights, None) or (_, why it is bad)."""
+    board = np.full((ROWS, COLS), -1, np.int8)  # row 0 at the bottom here
+    heights = np.zeros(COLS, np.int64)
+    for i, ch in enumerate(moves):
+        if ch < "1" or ch > "7":
+            return heights, f"move {i + 1} is {ch!r}; moves are the columns 1-7"
+        col = int(ch) - 1
+        if heights[col] >= ROWS:
+            return heights, f"move {i + 1} plays column {ch}, which is full"
+        row, player = heights[col], i % 2
+        board[row, col] = player
+        heights[col] += 1
+        if _wins(board, row, col, player):
+            return heights, f"the game is already won at move {i + 1} of {len(moves)}"
+    if heights.sum() >= ROWS * COLS:
+        return heights, "the board is full (the game is over)"
+    return heights, None
+
+
+def _wins(board: np.ndarray, row: int, col: int, player: int) -> bool:
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        run = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, col + sign * dc
+            while 0 <= r < ROWS and 0 <= c < COLS and board[r, c] == player:
+                run += 1
+                r, c = r + sign * dr, c + sign * dc
+        if run >= 4:
+            return True
+    return False
+
+
+def _show(text: str, limit: int = 50) -> str:
+    """`repr(text)` cut to `limit` characters (a bad line may be megabytes long)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _score(text: str, what: str, where: str, alternative: str = "") -> int:
+    """A score in [-22, 22]; ValueError "<where>: <what> ..." otherwise."""
+    if not _SCORE.fullmatch(text):
+        raise ValueError(f"{where}: {what} {_show(text)} is not an integer{alternative}")
+    score = int(text)
+    if abs(score) > MAX_SCORE:
+        raise ValueError(f"{where}: {what} {score} is outside [-22, 22] (Pons's scale)")
+    return score
+
+
+def parse_line(text: str, where: str = "<line>") -> Position | None:
+    """One line -> a Position (None for blank and comment lines).
+
+    Raises:
+      ValueError: `"<where>: <why>"`, e.g. "set.txt:12: column 3 is full".
+    """
+    line = text.strip()
+    if not line or line.startswith("#"):
+        return None
+    fields = line.split()
+    if len(fields) not in (2, 3):
+        raise ValueError(f"{where}: expected '<moves> <score> [<7 column scores>]', got "
+                         f"{len(fields)} field(s): {_show(line, 80)}")
+    moves, score_text = fields[0], fields[1]
+    if not (moves.isascii() and moves.isdigit()):
+        raise ValueError(f"{where}: moves {_show(moves)} must be digits 1-7 (the columns)")
+    heights, why = _check_moves(moves)
+    if why:
+        raise ValueError(f"{where}: illegal position: {why}")
+    score = _score(score_text, "score", where)
+    columns = None
+    if len(fields) == 3:
+        items = fields[2].split(",")
+        if len(items) != COLS:
+            raise ValueError(f"{where}: expected 7 comma-separated column scores, got "
+                             f"{len(items)}: {_show(fields[2])}")
+        columns = []
+        for c, item in enumerate(items):
+            full = heights[c] >= ROWS
+            if item == "x":
+                if not full:
+                    raise ValueError(f"{where}: column {c + 1} is marked full ('x') but is not")
+                columns.append(FULL)
+                continue
+            if full:
+                raise ValueError(f"{where}: column {c + 1} is full; its score must be 'x'")
+            columns.append(_score(item, f"column {c + 1} score", where, " or 'x'"))
+        best = max(s for s in columns if s is not None)
+        if best != score:
+            raise ValueError(f"{where}: score {score} is not the best column score {best}")
+        columns = tuple(columns)
+    return Position(moves, score, columns)
+
+
+def read_positions(path) -> list[Position]:
+    """Reads a solver set file.
+
+    Raises:
+      FileNotFoundError: no such file. ValueError: a malformed line ("file:line: why") or
+      a file without positions.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no solver set file {path}")
+    positions = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, text in enumerate(f, 1):
+            pos = parse_line(text, f"{path}:{lineno}")
+            if pos is not None:
+                positions.append(pos)
+    if not positions:
+        raise ValueError(f"{path}: no positions (expected lines '<moves> <score> [...]')")
+    return positions
+
+
+def write_positions(path, positions: Iterable[Position], header: str = "") -> None:
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    lines += [p.to_line() for p in positions]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+# =========================================================================== labels
+def _bitbully():
+    try:
+        import bitbully
+    except ImportError as e:
+        raise ImportError(f"this {_BITBULLY_HINT}") from e
+    return bitbully
+
+
+@functools.cache
+def _solver():
+    """One BitBully instance (loading its opening book takes a while)."""
+    return _bitbully().BitBully()
+
+
+def label(positions: Sequence[Position], progress: bool = False) -> list[Position]:
+    """Adds column scores from bitbully to positions that lack them.
+
+    Raises:
+      ImportError: bitbully is not installed. ValueError: a score disagrees with bitbully.
+    """
+    todo = [p for p in positions if p.column_scores is None]
+    if not todo:
+        return list(positions)
+    solver = _solver()
+    out = []
+    for p in _progress(positions, progress, "labelling"):
+        if p.column_scores is not None:
+            out.append(p)
+            continue
+        q = solve(p.moves, solver)
+        if q.score != p.score:
+            raise ValueError(f"position {p.moves}: the file says {p.score}, bitbully "
+                             f"{q.score}")
+        out.append(q)
+    return out
+
+
+def solve(moves: str, solver=None) -> Position:
+    """The Position with its score and column scores, from bitbully."""
+    bb = _bitbully()
+    solver = solver or _solver()
+    board = bb.Board.from_moves([int(c) - 1 for c in moves]) if moves else bb.Board()
+    scores = solver.score_all_moves(board)
+    columns = tuple(scores.get(c) for c in range(COLS))
+    return Position(moves, max(s for s in columns if s is not None), columns)
+
+
+def generate(n: int, min_moves: int, max_moves: int, seed: int = 0,
+             progress: bool = False) -> list[Position]:
+    """`n` distinct labelled positions from uniformly random play (bitbully).
+
+    Each position has a uniformly random length in [min_moves, max_moves]; a random game
+    that ends before that length is discarded.
+    """
+    if not 0 <= min_moves <= max_moves <= ROWS * COLS - 1:
+        raise ValueError(f"need 0 <= min_moves ({min_moves}) <= max_moves ({max_moves}) <= 41")
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    solver = _solver()
+    rng = _random.Random(seed)
+    seen, out = set(), []
+    bar = _bar(n, progress, "solving")
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise ValueError(f"could not find {n} distinct positions of {min_moves}-"
+                             f"{max_moves} moves")
+        length = rng.randint(min_moves, max_moves)
+        moves = ""
+        while len(moves) < length:
+            heights = _check_moves(moves)[0]
+            legal = [c for c in range(COLS) if heights[c] < ROWS]
+            moves += str(rng.choice(legal) + 1)
+            if _check_moves(moves)[1]:
+                break
+        if len(moves) < length or _check_moves(moves)[1] or moves in seen:
+            continue
+        seen.add(moves)
+        out.append(solve(moves, solver))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+# =========================================================================== progress
+def _progress(items, enabled: bool, desc: str):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="pos", dynamic_ncols=True, disable=None)
+
+
+def _bar(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="pos", dynamic_ncols=True, disable=None)

@@ -1,0 +1,125 @@
+"""The trainer's periodic evaluation (`TrainingEvaluator`): matches, gating, Elo ladder."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from az_jax import learner
+from az_jax.eval import elo, external
+from az_jax.eval.gauntlet import Gauntlet
+from az_jax.eval.match import DEFAULT_OPENING_PLIES, passes_gate
+from az_jax.eval.players import Player, PlayerFactory, checkpoint_steps
+
+
+class TrainingEvaluator:
+    """The trainer's periodic evaluation: the current network against the baselines in
+    `config.eval.opponents` and against the best network so far; gating; Elo ladder.
+
+    `evaluator(train_state, best, iteration, key) -> (metrics, best)`, where `best` is the
+    best network's `{"params": ..., "batch_stats": ...}` (batch_stats `{}` without batch
+    norm).
+
+    Metrics: `eval/<opponent>/score|win|draw|loss` per opponent (names with `:` -> `_`),
+    `eval/best/score`, `eval/best/promoted` (1 when the current network became the best),
+    `eval/elo` (the current network's rating on the ladder), `eval/seconds`, and `score`:
+    the mean score against `config.eval.opponents` (the number that ranks checkpoints; the
+    score against the best when there are no other opponents).
+
+    Gating (`config.eval.gating`): the best is replaced by the current parameters only if
+    `passes_gate(result vs best, config.eval.gating_threshold)`; without gating the best
+    is simply the current parameters. Names on the ladder: `iter-<k>/mcts:<sims>`.
+
+    `config.eval.opening_plies` (optional; default DEFAULT_OPENING_PLIES) sets the random
+    opening. Unavailable `checkpoint:` opponents (none saved yet) are skipped.
+
+    External engines (`external.py`, e.g. `baghchal-minimax:D`) may be listed too: they
+    are built here (an engine of another game or a missing package raises now, not
+    mid-run) and play the same number of games in a host-side loop
+    (`external.ExternalMatchRunner`); their metrics and Elo records are like the others'.
+    The loop over the opponents is `gauntlet.Gauntlet`'s, as in `python -m az_jax.evaluate`.
+
+    The evaluator belongs to the driver: it keeps the best network's name on the ladder
+    between calls (the best's parameters travel in `best`), found on the first call from
+    `elo.json` when the run resumed.
+    """
+
+    def __init__(self, setup, workdir):
+        c = setup.config.eval
+        self.env, self.net, self.workdir = setup.env, setup.net, str(workdir)
+        self.sims = int(c.num_simulations)
+        self.opponents = external.parse_opponents(c.opponents)
+        self.gating = bool(c.gating)
+        self.threshold = float(c.gating_threshold)
+        opening = c.get("opening_plies", DEFAULT_OPENING_PLIES)
+        self.gauntlet = Gauntlet(setup.env, int(c.num_games), opening_plies=int(opening))
+        self.runner = self.gauntlet.runner
+        self.engines = {o.name: external.make_engine(o, setup.env) for o in self.opponents
+                        if isinstance(o, external.ExternalOpponent)}
+        self.factory = PlayerFactory(setup.env, setup.net, setup.search, self.workdir)
+        for opp in self.opponents:  # another run's checkpoint: check it now, not mid-run
+            if opp.kind == "checkpoint" and opp.workdir is not None:
+                self.factory.build(opp, sims=self.sims)
+        self._best_name: str | None = None
+        # A fresh run starts with the initial network as the best ("iter-0"); a resumed
+        # run's best comes from a checkpoint and is named after elo.json's record.
+        self._resumed = bool(checkpoint_steps(self.workdir))
+
+    def _first_best_name(self, iteration: int) -> str:
+        stored = elo.load(self.workdir).get("best")
+        found = elo.player_iteration(stored) if stored else None
+        if found is not None and found[0] < iteration:
+            return stored
+        if self._resumed:  # no record of which network it is
+            return f"best-before-{iteration}/mcts:{self.sims}"
+        return f"iter-0/mcts:{self.sims}"
+
+    def __call__(self, train_state, best, iteration: int, key):
+        t0 = time.perf_counter()
+        variables = train_state.variables
+        label = f"iter-{iteration}"
+        me = self.factory.network(variables, label, self.sims)
+        if self._best_name is None:
+            self._best_name = self._first_best_name(iteration)
+        metrics, records, scores = {}, [], []
+        others = self.gauntlet.resolve(self.factory, self.opponents, variables=variables,
+                                       label=label, sims=self.sims, engines=self.engines,
+                                       skip_missing=True)
+        results = self.gauntlet.play_all(me, others, key)
+        for opp, res in zip(self.opponents, results, strict=True):
+            if res is None:
+                continue  # e.g. checkpoint:latest-5 before enough checkpoints exist
+            t = res.total
+            metrics.update({f"eval/{opp.metric}/score": res.score,
+                            f"eval/{opp.metric}/win": t.wins / t.games,
+                            f"eval/{opp.metric}/draw": t.draws / t.games,
+                            f"eval/{opp.metric}/loss": t.losses / t.games})
+            scores.append(res.score)
+            records.append(res.as_record())
+
+        best_player = Player(self._best_name, me.kind, me.act,
+                             learner.variables(best["params"], best["batch_stats"]))
+        promoted = True
+        if best_player.name != me.name:
+            res = self.runner.play(me, best_player, jax.random.fold_in(key, 10_000))
+            metrics["eval/best/score"] = res.score
+            records.append(res.as_record())
+            if self.gating:
+                promoted = passes_gate(res, self.threshold)
+            if not scores:
+                scores.append(res.score)
+        if promoted:
+            best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
+            self._best_name = me.name
+        metrics["eval/best/promoted"] = float(promoted)
+        if jax.process_index() == 0:
+            ratings = elo.record(self.workdir, records, iteration=iteration, source="train",
+                                 best=self._best_name)
+            if me.name in ratings:
+                metrics["eval/elo"] = ratings[me.name].elo
+        if scores:  # absent (not NaN) when nothing was played, so no checkpoint ranks on it
+            metrics["score"] = float(np.mean(scores))
+        metrics["eval/seconds"] = time.perf_counter() - t0
+        return metrics, best

@@ -1,0 +1,106 @@
+"""One player against a list of opponents: the loop that evaluation and training share.
+
+    gauntlet = Gauntlet(env, num_games=64, opening_plies=2)
+    opponents = gauntlet.resolve(factory, external.parse_opponents("random,mcts:32"),
+                                 variables=variables, label="iter-20", sims=32)
+    results = gauntlet.play_all(me, opponents, key)     # one MatchResult per opponent
+
+JAX players (`players.Player`) play jitted matches (`match.MatchRunner`); external engines
+(`external.Engine`) play the same number of games in a host-side loop
+(`external.ExternalMatchRunner`). Opponent i plays with the key `fold_in(key, i)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+
+from az_jax.eval import external
+from az_jax.eval.match import MatchResult, MatchRunner
+from az_jax.eval.players import Player, PlayerFactory
+
+
+class Gauntlet:
+    """Plays one player against opponents of both kinds, for one env.
+
+    Args:
+      env: the `envs.Env`.
+      num_games: games per opponent (see `MatchRunner` for the rounding; external engines
+        play the same rounded number).
+      batch_size: the most games in one jitted call.
+      opening_plies: random plies at the start of each pair of games.
+    """
+
+    def __init__(self, env, num_games: int, *, batch_size: int = 512, opening_plies: int = 0):
+        self.env = env
+        self.runner = MatchRunner(env, num_games, batch_size=batch_size,
+                                  opening_plies=int(opening_plies))
+        self.opening_plies = int(opening_plies)
+        self._host_runner: external.ExternalMatchRunner | None = None
+
+    @property
+    def num_games(self) -> int:
+        return self.runner.num_games
+
+    @property
+    def host_runner(self) -> external.ExternalMatchRunner:
+        """The host-side runner for external engines (built on first use)."""
+        if self._host_runner is None:
+            self._host_runner = external.ExternalMatchRunner(
+                self.env, self.runner.num_games, opening_plies=self.opening_plies)
+        return self._host_runner
+
+    def resolve(self, factory: PlayerFactory, opponents: list, *, variables=None,
+                label: str = "current", sims: int | None = None,
+                engines: dict[str, external.Engine] | None = None,
+                skip_missing: bool = False) -> list:
+        """Parsed opponents (`external.parse_opponents`) -> players and engines.
+
+        Args:
+          factory: builds the players (`PlayerFactory.build`; variables, label and sims as
+            there).
+          engines: engines already started, by name (made with `external.make_engine`
+            otherwise).
+          skip_missing: an unavailable checkpoint (none saved yet) gives None instead of
+            raising FileNotFoundError.
+        """
+        out = []
+        for opp in opponents:
+            if isinstance(opp, external.ExternalOpponent):
+                out.append((engines or {}).get(opp.name) or external.make_engine(opp, self.env))
+                continue
+            try:
+                out.append(factory.build(opp, variables=variables, label=label, sims=sims))
+            except FileNotFoundError:
+                if not skip_missing:
+                    raise
+                out.append(None)  # e.g. checkpoint:latest-5 before enough checkpoints exist
+        return out
+
+    def play(self, me: Player, other: Player | external.Engine, key,
+             progress: Callable[[int], None] | None = None,
+             status: Callable[[str], None] | None = None) -> MatchResult:
+        """One match of `me` against a player or an external engine. The key is consumed.
+
+        Args:
+          progress: called with the number of games after each batch (or finished game).
+          status: called with a short line ("vs NAME", "vs NAME, ply T") as play goes on.
+        """
+        if status is not None:
+            status(f"vs {other.name}")
+        if isinstance(other, external.Engine):
+            on_ply = None if status is None else (
+                lambda t, name=other.name: status(f"vs {name}, ply {t}"))
+            return self.host_runner.play(me, other, key, progress=progress, on_ply=on_ply)
+        return self.runner.play(me, other, key, progress=progress)
+
+    def play_all(self, me: Player, others: list, key, *,
+                 progress: Callable[[int], None] | None = None,
+                 status: Callable[[str], None] | None = None) -> list[MatchResult | None]:
+        """`me` against each of `others` in turn, opponent i with `fold_in(key, i)`; None
+        entries (skipped opponents) give None."""
+        return [None if other is None else
+                self.play(me, other, jax.random.fold_in(key, i), progress, status)
+                for i, other in enumerate(others)]
+
