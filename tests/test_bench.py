@@ -72,6 +72,22 @@ def test_pgx_comparison(tmp_path):
     assert [row["network_calls"] for row in out["rows"]] == [6, 5]
 
 
+def test_pgx_comparison_null_network_over_our_env(tmp_path):
+    """--null-network: the search's bookkeeping and the env alone; a game pgx lacks is
+    compared with the pgx example's loop written over our env."""
+    out = _run(tmp_path, "pgx", "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
+               "--config.env.kwargs.size=5", *SIZED, "--null-network")
+    assert out["network"] == "null (constant)" and out["versus"] == "our env"
+    assert [row["impl"] for row in out["rows"]] == [
+        "pgx-style loop over our env", "ours gomoku, game_ids (as trained)",
+        "ours gomoku, game_ids, fresh roots"]
+    for row in out["rows"]:
+        _positive(row, "moves_per_s", "simulations_per_s", "over_pgx")
+    assert [row["network_calls"] for row in out["rows"]] == [6, 5, 6]
+    with pytest.raises(SystemExit, match="--null-network"):
+        bench.main(["pgx", "--config", str(ROOT / "configs" / "gomoku_9x9.py"), *SIZED])
+
+
 @pytest.mark.slow
 def test_selfplay_and_devices_subprocess(tmp_path):
     """`selfplay --devices 2,4` on two host devices, in a fresh process (XLA_FLAGS must be

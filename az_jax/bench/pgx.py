@@ -33,6 +33,75 @@ def add_args(p: argparse.ArgumentParser) -> None:
     common.config_args(p)
     p.add_argument("--quick", action="store_true",
                    help="time only pgx-style and ours as trained (2 compiles instead of 5)")
+    p.add_argument("--null-network", action="store_true",
+                   help="a constant network (uniform prior, value 0) in every row: times the "
+                        "search's bookkeeping and the env alone. Games without a pgx twin "
+                        "(gomoku, baghchal) are then compared with the pgx example's loop "
+                        "written over our env")
+
+
+def null_apply(num_actions: int) -> Callable:
+    """A network that costs nothing: `(variables, obs, mask=None) -> (zeros [B, A],
+    zeros [B])`, a uniform prior and a value of 0 whatever the position."""
+    def apply(variables, obs, mask=None):
+        del variables, mask
+        batch = obs.shape[0]
+        return jnp.zeros((batch, num_actions), jnp.float32), jnp.zeros((batch,), jnp.float32)
+    return apply
+
+
+def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulations: int,
+                        max_num_considered_actions: int) -> Callable:
+    """The loop of `make_pgx_selfplay` (a fresh root evaluation every ply, vmap(env.step)
+    in recurrent_fn, logits masked with finfo.min, Gumbel search, finished games reset)
+    written over one of our envs, for games pgx does not have.
+
+    Returns:
+      `play(variables, states, key) -> (states, trajectory)`, not jitted.
+    """
+    import mctx
+
+    def evaluate(variables, state):
+        logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
+        logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+        return jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min), value
+
+    def recurrent_fn(variables, key, action, state):
+        player = state.current_player
+        state = jax.vmap(env.step)(state, action, jax.random.split(key, batch))
+        logits, value = evaluate(variables, state)
+        out = mctx.RecurrentFnOutput(
+            reward=state.rewards[jnp.arange(batch), player],
+            discount=jnp.where(state.done, 0.0, -1.0),
+            prior_logits=logits,
+            value=jnp.where(state.done, 0.0, value),
+        )
+        return out, state
+
+    def play(variables, states, key):
+        def step_fn(state, key):
+            k_search, k_step, k_reset = jax.random.split(key, 3)
+            logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
+            root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
+            out = mctx.gumbel_muzero_policy(
+                params=variables, rng_key=k_search, root=root, recurrent_fn=recurrent_fn,
+                num_simulations=num_simulations, invalid_actions=~state.legal_action_mask,
+                qtransform=mctx.qtransform_completed_by_mix_value, gumbel_scale=1.0,
+                max_num_considered_actions=max_num_considered_actions)
+            actor = state.current_player
+            nxt = jax.vmap(env.step)(state, out.action, jax.random.split(k_step, batch))
+            fresh = jax.vmap(env.init)(jax.random.split(k_reset, batch))
+            reset = jax.tree.map(
+                lambda f, x: jnp.where(nxt.done.reshape((-1,) + (1,) * (x.ndim - 1)), f, x),
+                fresh, nxt)
+            record = (state.observation, out.action_weights,
+                      nxt.rewards[jnp.arange(batch), actor], nxt.done,
+                      jnp.where(nxt.done, 0.0, -1.0))
+            return reset, record
+
+        return jax.lax.scan(step_fn, states, jax.random.split(key, plies))
+
+    return play
 
 
 def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulations: int,
@@ -103,14 +172,19 @@ def run(args: argparse.Namespace) -> dict:
     from az_jax import network, search, selfplay
 
     c, batch, sims = common.sized_config(args)
-    if c.env.id not in common.PGX_MATCH:
+    null = args.null_network
+    twin = c.env.id in common.PGX_MATCH
+    if not twin and not null:
         raise SystemExit(f"error: no pgx twin of {c.env.id!r}; pgx comparison needs one of "
-                         f"{', '.join(common.PGX_MATCH)}")
-    pgx_id = common.PGX_MATCH[c.env.id]
+                         f"{', '.join(common.PGX_MATCH)} (or --null-network, which compares "
+                         "with the pgx example's loop written over our env)")
     ours = envs.make(c.env.id, **c.env.kwargs)
+    pgx_id = common.PGX_MATCH.get(c.env.id)
+    considered = min(c.search.max_num_considered_actions, ours.num_actions)
+    if not twin:
+        return _run_null_over_ours(args, c, ours, batch, sims, considered)
     adapter = envs.make(f"pgx:{pgx_id}")  # pgx's game on our protocol: pgx's observation
     pgx_env = pgx.make(pgx_id)
-    considered = min(c.search.max_num_considered_actions, ours.num_actions)
     keys = jax.random.split(jax.random.PRNGKey(1), batch)
     game_ids = jnp.arange(batch, dtype=jnp.int32)
     plies = args.plies
@@ -120,7 +194,8 @@ def run(args: argparse.Namespace) -> dict:
         net = network.make_network(c.network, env)
         variables = network.init_variables(net, env, jax.random.PRNGKey(0))
         reuse_root = env.deterministic if reuse_root is None else reuse_root
-        search_fn = search.make_search(env, net, c.search)
+        search_fn = (search.Search(env, null_apply(env.num_actions), c.search) if null
+                     else search.make_search(env, net, c.search))
         play = jax.jit(selfplay_bench.make_selfplay_program(env, search_fn, c, plies,
                                                             reuse_root))
         states = jax.vmap(env.init)(keys)
@@ -130,7 +205,8 @@ def run(args: argparse.Namespace) -> dict:
     # pgx style, with our ResNet on pgx's observation (the same network as on the adapter).
     net = network.make_network(c.network, adapter)
     variables = network.init_variables(net, adapter, jax.random.PRNGKey(0))
-    apply_fn = lambda v, obs: net.apply(v, obs, None, train=False)
+    apply_fn = (null_apply(adapter.num_actions) if null
+                else lambda v, obs: net.apply(v, obs, None, train=False))
     pgx_play = jax.jit(make_pgx_selfplay(pgx_env, apply_fn, batch=batch, plies=plies,
                                          num_simulations=sims,
                                          max_num_considered_actions=considered))
@@ -146,6 +222,40 @@ def run(args: argparse.Namespace) -> dict:
         # Every root evaluated afresh, as pgx-style does: what reusing the child's saves.
         calls[f"ours {c.env.id}, game_ids, fresh roots"] = ours_call(ours, True, False)
 
+    return _report(args, c, calls, batch, sims, plies, pgx_id, f"pgx {pgx.__version__}")
+
+
+def _run_null_over_ours(args, c, env, batch, sims, considered) -> dict:
+    """--null-network for a game pgx lacks: the pgx example's loop over our env against
+    ours, both with a constant network."""
+    from az_jax import search, selfplay
+
+    plies = args.plies
+    keys = jax.random.split(jax.random.PRNGKey(1), batch)
+    states = jax.vmap(env.init)(keys)
+    apply_fn = null_apply(env.num_actions)
+    pgx_style = jax.jit(make_pgx_style_over(env, apply_fn, batch=batch, plies=plies,
+                                            num_simulations=sims,
+                                            max_num_considered_actions=considered))
+    search_fn = search.Search(env, apply_fn, c.search)
+    game_ids = jnp.arange(batch, dtype=jnp.int32)
+
+    def ours(reuse_root):
+        play = jax.jit(selfplay_bench.make_selfplay_program(env, search_fn, c, plies,
+                                                            reuse_root))
+        return (play, ({}, states, jax.random.PRNGKey(2), game_ids),
+                selfplay.network_calls(plies, sims, reuse_root))
+
+    calls = {"pgx-style loop over our env": (pgx_style, ({}, states, jax.random.PRNGKey(2)),
+                                             selfplay.network_calls(plies, sims, False)),
+             f"ours {c.env.id}, game_ids (as trained)": ours(env.deterministic)}
+    if not args.quick:
+        calls[f"ours {c.env.id}, game_ids, fresh roots"] = ours(False)
+    return _report(args, c, calls, batch, sims, plies, None, "our env")
+
+
+def _report(args, c, calls, batch, sims, plies, pgx_id, versus) -> dict:
+    """Times `calls` in turns and prints/returns the table (first row: the reference)."""
     rows = []
     timings = common.time_interleaved([call[:2] for call in calls.values()], args.repeats)
     for (name, (_, _, calls_b)), t in zip(calls.items(), timings, strict=True):
@@ -163,20 +273,19 @@ def run(args: argparse.Namespace) -> dict:
         per_round = pgx_times / np.asarray(t["times_s"])
         r["over_pgx_median"] = float(np.median(per_round))
         r["over_pgx_range"] = [float(per_round.min()), float(per_round.max())]
+    network = "null (constant)" if args.null_network else common.net_name(c)
     result = {
         "subcommand": "pgx", **common.machine(), "config": args.config, "env": c.env.id,
-        "pgx_env": pgx_id, "pgx_version": pgx.__version__, "batch": batch,
-        "simulations": sims, "plies": plies, "network": common.net_name(c), "rows": rows,
+        "pgx_env": pgx_id, "versus": versus, "batch": batch,
+        "simulations": sims, "plies": plies, "network": network, "rows": rows,
         "ours_over_pgx": rows[1]["over_pgx"],
         "ours_over_pgx_median": rows[1]["over_pgx_median"],
     }
-    if not args.quick:
-        result["ours_no_game_ids_over_pgx"] = rows[2]["over_pgx"]
-        result["ours_adapter_over_pgx"] = rows[3]["over_pgx"]
-        result["ours_fresh_roots_over_pgx"] = rows[4]["over_pgx"]
-    print(f"self-play, ours vs pgx's AlphaZero example style ({pgx_id}, pgx "
-          f"{pgx.__version__}): batch {batch}, {sims} simulations (Gumbel), {plies} plies, "
-          f"network {result['network']} (load {result['load_average']:.1f})")
+    for r in rows[2:]:
+        result[r["impl"] + " over pgx"] = r["over_pgx"]
+    print(f"self-play, ours vs pgx's AlphaZero example style ({pgx_id or c.env.id}, "
+          f"{versus}): batch {batch}, {sims} simulations (Gumbel), {plies} plies, "
+          f"network {network} (load {result['load_average']:.1f})")
     head = (f"  {'implementation':<40} {'compile s':>9} {'moves/s':>9} {'sims/s':>9} "
             f"{'/pgx':>6} {'cpu s':>7} {'/pgx cpu':>8} {'per round: median':>17} {'range':>11}")
     print(head)
