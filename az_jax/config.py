@@ -159,6 +159,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "eval.opening_plies": Int(0, optional=True),
     "eval.gating": Bool(),
     "eval.gating_threshold": Float(0.0, 1.0),
+    "eval.max_share": Float(0.0, 1.0, optional=True),
     "checkpoint.every": Int(1),
     "checkpoint.keep": Int(1),
     "checkpoint.save_replay": Bool(),

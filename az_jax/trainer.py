@@ -437,6 +437,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
     bar = _progress(config, start, is_writer)
     last = {}
+    train_spent = eval_spent = 0.0  # seconds in this process, for eval.max_share
+    told_skip = False
     with _StopRequest() as stop:
         for it in range(start, config.train.num_iterations):
             t0 = time.perf_counter()
@@ -451,9 +453,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 _log(f"warning: {int(m['skipped'])} update(s) skipped at iteration {it + 1}: "
                      "non-finite loss or gradient", is_writer)
             score = None
-            if evaluator is not None and (it + 1) % config.eval.every == 0:
+            train_spent += dt
+            due = evaluator is not None and (it + 1) % config.eval.every == 0
+            if due and not within_budget(eval_spent, train_spent,
+                                         config.eval.get("max_share", 0.0)):
+                due = False
+                if not told_skip:
+                    told_skip = True
+                    _log(f"evaluation at iteration {it + 1} skipped: evaluation has taken "
+                         f"{eval_spent / (eval_spent + train_spent):.0%} of the time, more than "
+                         f"eval.max_share={config.eval.max_share} (later ones run when the "
+                         "share allows)", is_writer, bar)
+            if due:
+                t_eval = time.perf_counter()
                 eval_metrics, best = evaluator(train_state, best, it + 1, eval_key)
-                m.update(eval_metrics)
+                eval_spent += time.perf_counter() - t_eval
+                m.update(eval_metrics, eval_share=eval_spent / (eval_spent + train_spent))
                 score = eval_metrics.get("score")
             last = m
             if is_writer:
@@ -485,6 +500,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if writer is not None:
         writer.close()
     return last
+
+
+def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bool:
+    """Whether a due evaluation runs under `eval.max_share`: only while evaluation so far
+    has taken at most that share of this process's time (training + evaluation; the first
+    one always runs). 0 = no cap. Every process of a multi-host run takes process 0's
+    answer (the matches are collective)."""
+    ok = not max_share or eval_spent <= max_share * (eval_spent + train_spent)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok = bool(multihost_utils.broadcast_one_to_all(np.asarray(ok)))
+    return ok
 
 
 def init_variables(source: str, setup: Setup) -> dict:

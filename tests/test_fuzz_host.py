@@ -206,7 +206,7 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "search.eval_tactics", "search.eval_sims_per_considered", "network.channels",
             "network.num_blocks", *_BOOLS,
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
-            "eval.opponents", "eval.gating_threshold", "seed"]
+            "eval.opponents", "eval.gating_threshold", "eval.max_share", "seed"]
 _POSITIVE_INTS = {"selfplay.batch_size", "train.batch_size", "replay.capacity",
                   "train.num_iterations", "train.updates_per_iteration", "selfplay.num_plies",
                   "checkpoint.every", "search.num_simulations"}
