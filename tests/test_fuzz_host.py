@@ -455,8 +455,11 @@ def request(server, method: str, path: str, body=None, headers=None):
     """(status, JSON or None for a HEAD) of one request on a fresh connection."""
     conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
     try:
-        conn.request(method, path, body=body, headers=headers or {},
-                     encode_chunked=body is not None and not isinstance(body, bytes))
+        try:
+            conn.request(method, path, body=body, headers=headers or {},
+                         encode_chunked=body is not None and not isinstance(body, bytes))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (e.g. 413) and closed before the body was all sent
         r = conn.getresponse()
         data = r.read()
         if method == "HEAD":
@@ -479,7 +482,10 @@ def raw(server, data: bytes, half_close: bool = False) -> tuple[int | None, byte
     """Sends bytes as they are: (status or None if the server closed without an answer,
     headers, body)."""
     with socket.create_connection(server.server_address[:2], timeout=60) as s:
-        s.sendall(data)
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered and closed before all was sent: read what came back
         if half_close:
             s.shutdown(socket.SHUT_WR)
         buf = b""
