@@ -16,7 +16,8 @@ from az_jax.eval import players, solver_bench
 DATA = Path(__file__).parent / "data"
 CONFIGS = Path(__file__).parent.parent / "configs"
 TINY = ["--config.network.channels=4", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=2", "--config.selfplay.batch_size=8",
+        "--config.search.num_simulations=2", "--config.selfplay.fast_simulations=0",
+        "--config.selfplay.batch_size=8",
         "--config.selfplay.num_plies=8", "--config.replay.capacity=256",
         "--config.replay.min_size=8", "--config.train.updates_per_iteration=1",
         "--config.train.batch_size=8", "--config.train.warmup_steps=1"]

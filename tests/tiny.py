@@ -7,6 +7,7 @@ def tiny_training(c, *, plies: int, iterations: int, eval_every: int, eval_games
     per iteration, no replay in checkpoints, no progress bar."""
     c.network.channels, c.network.num_blocks = 4, 1
     c.search.num_simulations = 2
+    c.selfplay.fast_simulations = 0  # no playout cap below 2 simulations
     c.selfplay.batch_size, c.selfplay.num_plies = 8, plies
     c.replay.capacity, c.replay.min_size = 256, 8
     c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = iterations, 1, 8
