@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 
 import jax
@@ -61,10 +62,7 @@ def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulation
     """
     import mctx
 
-    def evaluate(variables, state):
-        logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
-        logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-        return jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min), value
+    evaluate = functools.partial(_masked_evaluation, apply_fn)
 
     def recurrent_fn(variables, key, action, state):
         player = state.current_player
@@ -104,6 +102,13 @@ def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulation
     return play
 
 
+def _masked_evaluation(apply_fn, variables, state):
+    """pgx's example: the network at `state`, logits shifted and masked with finfo.min."""
+    logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min), value
+
+
 def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulations: int,
                       max_num_considered_actions: int) -> Callable:
     """Self-play written the way pgx's AlphaZero example writes it (examples/alphazero/
@@ -120,10 +125,7 @@ def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulati
     import mctx
     from pgx.experimental import auto_reset
 
-    def evaluate(variables, state):
-        logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
-        logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-        return jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min), value
+    evaluate = functools.partial(_masked_evaluation, apply_fn)
 
     def recurrent_fn(variables, key, action, state):
         del key
