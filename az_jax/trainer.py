@@ -518,8 +518,9 @@ def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bo
 def init_variables(source: str, setup: Setup) -> dict:
     """The network variables named by `train.init_from`: a training workdir, a checkpoint
     directory (<workdir>/checkpoints/<iteration>) or `model:NAME` (a shipped model). The
-    network must have this run's shapes; the game must be this run's, with another board
-    size allowed for fully convolutional networks (e.g. Gomoku 9x9 -> 15x15).
+    network must have this run's shapes and the game must be this run's; its rules and board
+    size may differ (e.g. Gomoku 9x9 freestyle -> 15x15, or -> exactly five), where the
+    shapes allow: another board size needs a fully convolutional network.
 
     Raises:
       ValueError / FileNotFoundError: saying what does not fit, naming train.init_from.
@@ -527,13 +528,16 @@ def init_variables(source: str, setup: Setup) -> dict:
     where = f"train.init_from={source!r}"
     try:
         if source.startswith("model:"):
-            restored = ckpt.load(model=source[len("model:"):], play_env=setup.env)
+            restored = ckpt.load(model=source[len("model:"):])
         elif Path(source).name.isdigit() and Path(source).parent.name == ckpt.SUBDIR:
-            restored = ckpt.load(checkpoint=source, play_env=setup.env)
+            restored = ckpt.load(checkpoint=source)
         else:
-            restored = ckpt.load(workdir=source, play_env=setup.env)
+            restored = ckpt.load(workdir=source)
     except (ValueError, FileNotFoundError) as e:
         raise type(e)(f"{where}: {e}") from None
+    if restored.env.id != setup.env.id:
+        raise ValueError(f"{where}: its network plays {restored.env!r}, this run "
+                         f"{setup.env!r}; start from a network of the same game")
     want = jax.eval_shape(lambda: network.init_variables(setup.net, setup.env,
                                                          jax.random.PRNGKey(0)))
     shapes = lambda tree: {jax.tree_util.keystr(k): tuple(v.shape)

@@ -12,11 +12,10 @@ from tests import tiny
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
-def _config(size, source, head="conv", channels=8):
-    c = tiny.tiny_training(default.get_config(), plies=2, iterations=1, eval_every=0,
-                           eval_games=2)
+def _config(size, source, head="conv", channels=8, rule="freestyle"):
+    c = tiny.tiny_training(default.get_config(), selfplay__num_plies=2)
     c.env.id = "gomoku"
-    c.env.kwargs.size = size
+    c.env.kwargs.size, c.env.kwargs.rule = size, rule
     c.network.channels, c.network.head = channels, head
     c.replay.min_size = 200  # > the 16 plies played: no update, the network stays as it started
     c.checkpoint.every = 1
@@ -58,5 +57,18 @@ def test_what_does_not_fit_is_refused_before_writing(source, tmp_path):
         trainer.train_and_evaluate(_config(5, tmp_path / "nothing"), str(tmp_path / "c"))
     with pytest.raises(ValueError, match=r"train.init_from='model:nope'.*no shipped model"):
         trainer.train_and_evaluate(_config(5, "model:nope"), str(tmp_path / "e"))
-    for name in "abce":
+    with pytest.raises(ValueError, match=r"train.init_from=.*TicTacToe.*same game"):
+        trainer.train_and_evaluate(_config(5, tiny.make_run(tmp_path / "t", "tictactoe")),
+                                   str(tmp_path / "f"))
+    for name in "abcef":
         assert not (tmp_path / name / checkpoint.SUBDIR).exists()
+
+
+def test_another_rule_starts_from_the_same_network(source, tmp_path):
+    """Freestyle -> exactly five (`rule=standard`): the same shapes, so the same weights."""
+    trainer.train_and_evaluate(_config(5, source, rule="standard"), str(tmp_path / "g5s"))
+    got = checkpoint.restore(tmp_path / "g5s")
+    assert got.env.params["rule"] == "standard"
+    for a, b in zip(jax.tree.leaves(checkpoint.restore(source).variables),
+                    jax.tree.leaves(got.variables), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
