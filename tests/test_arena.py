@@ -13,6 +13,7 @@ from az_jax import learner, network, search
 from az_jax.eval import evaluator, match, players, solver_bench
 from az_jax.eval.match import MatchRunner
 from az_jax.eval.players import Player
+from tests.tiny import tiny_training
 
 TTT = envs.make("tictactoe")
 C4 = envs.make("connect4")
@@ -177,12 +178,9 @@ def test_rollout_mcts_more_simulations_win():
 def _setup(gating: bool):
     from configs import tictactoe
 
-    c = tictactoe.get_config()
-    c.network.channels, c.network.num_blocks = 4, 1
-    c.search.num_simulations = 2
-    c.eval.num_games, c.eval.num_simulations = 4, 2
-    c.eval.opponents = "random,checkpoint:latest"
-    c.eval.gating, c.eval.gating_threshold = gating, 0.55
+    c = tiny_training(tictactoe.get_config(), eval__num_games=4,
+                      eval__opponents="random,checkpoint:latest", eval__gating=gating,
+                      eval__gating_threshold=0.55)
     net = network.make_network(c.network, TTT)
     return types.SimpleNamespace(config=c, env=TTT, net=net,
                                  search=search.make_search(TTT, net, c.search))

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from az_jax import bench
+from tests.tiny import tiny_args
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--config.network.channels=4", "--config.network.num_blocks=1",
-        "--config.train.batch_size=8", "--config.train.updates_per_iteration=1",
-        "--config.replay.capacity=64", "--repeats", "1"]
+TINY = [*tiny_args(replay__capacity=64), "--repeats", "1"]
 SIZED = TINY + ["--batch", "4", "--sims", "2", "--plies", "2"]
 
 

@@ -7,15 +7,11 @@ import sys
 from pathlib import Path
 
 from az_jax import parallel_setup
+from tests.tiny import tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--config", str(ROOT / "configs" / "tictactoe.py"),
-        "--config.network.channels=4", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=2", "--config.selfplay.batch_size=8",
-        "--config.selfplay.num_plies=3", "--config.train.updates_per_iteration=1",
-        "--config.train.batch_size=8", "--config.replay.min_size=1",
-        "--config.train.num_iterations=1", "--config.eval.every=0",
-        "--config.log.progress=False"]
+        *tiny_args(replay__min_size=1, checkpoint__save_replay=True)]
 
 
 def _train(tmp_path, name, **env):

@@ -21,20 +21,16 @@ import numpy as np
 import pytest
 
 from az_jax import checkpoint
+from tests.tiny import tiny_args, tiny_training
 
 ROOT = Path(__file__).resolve().parents[1]
 ITERATIONS = 20
-KILLS = 10
-ARGS = [
-    "--config", str(ROOT / "configs" / "tictactoe.py"),
-    "--config.network.channels=8", "--config.network.num_blocks=1",
-    "--config.search.num_simulations=4", "--config.selfplay.batch_size=16",
-    "--config.selfplay.num_plies=5", "--config.train.updates_per_iteration=2",
-    "--config.train.batch_size=32", "--config.replay.min_size=1",
-    "--config.replay.capacity=512", f"--config.train.num_iterations={ITERATIONS}",
-    "--config.checkpoint.every=1", "--config.checkpoint.keep=2", "--config.eval.every=0",
-    "--config.log.progress=False",
-]
+KILLS = 6  # 3 as a save starts, 3 at a random moment after a complete one
+ARGS = ["--config", str(ROOT / "configs" / "tictactoe.py"), *tiny_args(
+    network__channels=8, search__num_simulations=4, selfplay__batch_size=16,
+    selfplay__num_plies=5, train__updates_per_iteration=2, train__batch_size=32,
+    replay__min_size=1, replay__capacity=512, train__num_iterations=ITERATIONS,
+    checkpoint__every=1, checkpoint__keep=2, checkpoint__save_replay=True)]
 
 
 def _env(cache):
@@ -85,10 +81,10 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
         while kills < KILLS:
             before = _complete_steps(run)
             proc = _start(run, cache, log)
-            # Every third kill lands as soon as a save is under way; the others after one
+            # Every other kill lands as soon as a save is under way; the others after one
             # more complete checkpoint plus a random fraction of a second (mid-iteration or
             # mid-save), so the run makes progress between kills.
-            want_save, deadline = kills % 3 == 0, None
+            want_save, deadline = kills % 2 == 0, None
             while proc.poll() is None:
                 if want_save and _saving(run) and _complete_steps(run) == before:
                     break
@@ -108,7 +104,7 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
             assert not after or max(after) >= max(before or [0]), "a checkpoint was lost"
         assert _start(run, cache, log).wait(timeout=900) == 0, log_path.read_text()[-3000:]
     text = log_path.read_text()
-    assert kills >= 10 and kills_in_save >= 1, (kills, kills_in_save)
+    assert kills == KILLS and kills_in_save >= 1, (kills, kills_in_save)
     assert text.count("resumed from") >= kills - 2
     it_ref, ref_leaves = _params(ref)
     it_run, run_leaves = _params(run)
@@ -120,14 +116,9 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
 def _tiny_config(iterations=2):
     from configs import tictactoe
 
-    c = tictactoe.get_config()
-    c.network.channels, c.network.num_blocks = 8, 1  # batch norm, as by default
-    c.search.num_simulations = 2
-    c.selfplay.batch_size, c.selfplay.num_plies = 8, 3
-    c.train.updates_per_iteration, c.train.batch_size = 1, 8
-    c.replay.min_size, c.train.num_iterations = 1, iterations
-    c.checkpoint.every, c.eval.every, c.log.progress = 1, 0, False
-    return c
+    return tiny_training(tictactoe.get_config(), network__channels=8,  # batch norm, as by default
+                         replay__min_size=1, train__num_iterations=iterations,
+                         checkpoint__every=1, checkpoint__save_replay=True)
 
 
 @pytest.fixture(scope="module")

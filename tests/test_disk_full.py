@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from az_jax import checkpoint
+from tests.tiny import tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 16 * 1024  # bytes per file: metrics.jsonl fits, a 3x3x32x32 conv kernel (36 KiB) not
@@ -27,18 +28,17 @@ LIMIT = 16 * 1024  # bytes per file: metrics.jsonl fits, a 3x3x32x32 conv kernel
 def _args(workdir, iterations):
     return [
         "--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir", str(workdir),
-        "--config.network.channels=32", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=2", "--config.selfplay.batch_size=4",
-        "--config.selfplay.num_plies=5", "--config.train.updates_per_iteration=1",
-        "--config.train.batch_size=4", "--config.replay.min_size=1",
-        "--config.replay.capacity=64", f"--config.train.num_iterations={iterations}",
-        "--config.checkpoint.every=1", "--config.eval.every=0", "--config.log.progress=False",
+        *tiny_args(network__channels=32, selfplay__batch_size=4, selfplay__num_plies=5,
+                   train__batch_size=4, replay__min_size=1, replay__capacity=64,
+                   train__num_iterations=iterations, checkpoint__every=1,
+                   checkpoint__save_replay=True),
     ]
 
 
 # Runs its arguments with a file size limit (argv[1] bytes): a write past it fails (EFBIG).
 _LIMITED = """
 import os, resource, signal, sys
+from tests.tiny import tiny_args
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
 os.execv(sys.executable, [sys.executable, *sys.argv[2:]])

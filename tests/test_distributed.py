@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from az_jax import checkpoint
+from tests.tiny import tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,12 +49,10 @@ def _train_two_processes(args, cache):
 def test_two_processes_train_and_write_one_checkpoint(tmp_path):
     args = [
         "--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir", str(tmp_path / "run"),
-        "--config.network.channels=8", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=4", "--config.selfplay.batch_size=8",
-        "--config.selfplay.num_plies=4", "--config.train.updates_per_iteration=2",
-        "--config.train.batch_size=8", "--config.replay.min_size=1",
-        "--config.replay.capacity=256", "--config.train.num_iterations=2",
-        "--config.checkpoint.every=2", "--config.eval.every=0", "--config.log.progress=False",
+        *tiny_args(network__channels=8, search__num_simulations=4, selfplay__num_plies=4,
+                   train__updates_per_iteration=2, replay__min_size=1,
+                   train__num_iterations=2, checkpoint__every=2,
+                   checkpoint__save_replay=True),
     ]
     outs = _train_two_processes(args, tmp_path / "jax_cache")
     assert "2 device(s)" in outs[0]  # one global mesh over both processes

@@ -22,8 +22,7 @@ def test_within_budget():
 
 @pytest.mark.parametrize("max_share, evaluated", [(0.0, [1, 2]), (1e-9, [1])])
 def test_training_skips_evaluations_over_the_share(tmp_path, max_share, evaluated):
-    c = tiny_training(tictactoe.get_config(), plies=3, iterations=2, eval_every=1,
-                      eval_games=2)
+    c = tiny_training(tictactoe.get_config(), train__num_iterations=2, eval__every=1)
     c.eval.opponents = "random"
     c.eval.max_share = max_share
     trainer.train_and_evaluate(c, str(tmp_path))

@@ -18,9 +18,8 @@ SOLVER_SET = ROOT / "tests" / "data" / "connect4_solver_200.txt"
 
 
 def _tiny(config):
-    c = tiny_training(config, plies=9, iterations=2, eval_every=0, eval_games=4)
-    c.checkpoint.every = 1
-    return c
+    return tiny_training(config, selfplay__num_plies=9, train__num_iterations=2,
+                         eval__num_games=4, checkpoint__every=1)
 
 
 @pytest.fixture(scope="module")

@@ -135,11 +135,9 @@ def _tiny_baghchal(opponents: str):
     per opponent of at most 40 plies (max_steps=20)."""
     from configs import baghchal
 
-    c = tiny_training(baghchal.get_config(), plies=4, iterations=1, eval_every=1, eval_games=2)
-    c.env.kwargs.max_steps = 20
-    c.search.max_num_considered_actions = 4
-    c.eval.opponents = opponents
-    return c
+    return tiny_training(baghchal.get_config(), selfplay__num_plies=4,
+                         eval__every=1, eval__opponents=opponents, env__kwargs__max_steps=20,
+                         search__max_num_considered_actions=4)
 
 
 @pytest.fixture

@@ -12,15 +12,11 @@ from az_jax import bench, network
 from az_jax import config as config_lib
 from az_jax.bench import learn as learn_bench
 from az_jax.eval import players, solver_bench
+from tests.tiny import tiny_args
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = Path(__file__).parent.parent / "configs"
-TINY = ["--config.network.channels=4", "--config.network.num_blocks=1",
-        "--config.search.num_simulations=2", "--config.selfplay.fast_simulations=0",
-        "--config.selfplay.batch_size=8",
-        "--config.selfplay.num_plies=8", "--config.replay.capacity=256",
-        "--config.replay.min_size=8", "--config.train.updates_per_iteration=1",
-        "--config.train.batch_size=8", "--config.train.warmup_steps=1"]
+TINY = tiny_args(selfplay__num_plies=8, train__num_iterations=650)  # stopped by time
 
 
 def _small_sets(tmp_path) -> Path:

@@ -15,24 +15,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.tiny import tiny_training
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tiny_config():
     from configs import tictactoe
 
-    c = tictactoe.get_config()
-    c.network.channels, c.network.num_blocks = 8, 1
-    c.search.num_simulations = 4
-    c.selfplay.batch_size, c.selfplay.num_plies = 16, 5
-    c.train.batch_size, c.train.updates_per_iteration = 16, 2
-    c.train.num_iterations, c.train.warmup_steps = 4, 1
-    c.replay.capacity, c.replay.min_size = 256, 1
-    c.parallel.shards = 4
     # Playout-cap randomization on: its per-ply draw must be the same on every device.
-    c.selfplay.fast_simulations, c.selfplay.full_search_fraction = 2, 0.5
-    c.eval.every, c.checkpoint.every, c.log.progress = 0, 4, False
-    return c
+    return tiny_training(
+        tictactoe.get_config(), network__channels=8, search__num_simulations=4,
+        selfplay__batch_size=16, selfplay__num_plies=5, train__batch_size=16,
+        train__updates_per_iteration=2, train__num_iterations=4, replay__min_size=1,
+        parallel__shards=4, selfplay__fast_simulations=2, selfplay__full_search_fraction=0.5,
+        checkpoint__every=4, checkpoint__save_replay=True)
 
 
 def _worker(out_dir: str) -> None:

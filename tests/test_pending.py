@@ -225,9 +225,8 @@ def test_q_target_weight_mixes_the_root_value_in():
 
     stored = {}
     for weight in (0.0, 1.0):
-        c = tiny_training(tictactoe.get_config(), plies=9, iterations=1, eval_every=0,
-                          eval_games=2)
-        c.train.q_target_weight = weight
+        c = tiny_training(tictactoe.get_config(), selfplay__num_plies=9,
+                          train__q_target_weight=weight)
         setup = trainer.Setup(c, jax.devices()[:1])
         train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
         play, _ = trainer.make_steps(setup)

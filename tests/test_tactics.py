@@ -132,8 +132,7 @@ def gomoku9(tmp_path_factory):
     sys.path.insert(0, str(ROOT))  # configs/
     from configs import gomoku_9x9
 
-    config = tiny_training(gomoku_9x9.get_config(), plies=4, iterations=1, eval_every=0,
-                           eval_games=2)
+    config = tiny_training(gomoku_9x9.get_config(), selfplay__num_plies=4)
     work = tmp_path_factory.mktemp("g9")
     setup = trainer.Setup(config)
     train_state, games, _ = setup.initial(jax.random.PRNGKey(0))

@@ -12,17 +12,10 @@ import ml_collections
 import pytest
 
 from az_jax import workdir as runs
+from tests.tiny import tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "--config.network.channels=4", "--config.network.num_blocks=1",
-    "--config.search.num_simulations=2", "--config.selfplay.fast_simulations=0",
-    "--config.selfplay.batch_size=8",
-    "--config.selfplay.num_plies=3", "--config.train.updates_per_iteration=1",
-    "--config.train.batch_size=8", "--config.replay.min_size=1",
-    "--config.train.num_iterations=1", "--config.checkpoint.every=1",
-    "--config.eval.every=0", "--config.log.progress=False",
-]
+TINY = tiny_args(replay__min_size=1, checkpoint__every=1, checkpoint__save_replay=True)
 TTT = ["--config", str(ROOT / "configs" / "tictactoe.py"), *TINY]
 
 

@@ -1,21 +1,46 @@
-"""A game's training config shrunk to a run of seconds on 2 CPU cores (tests only)."""
+"""The one tiny training config of the tests: a game's config shrunk to a run of seconds on
+2 CPU cores.
+
+`tiny_training(c, **changes)` shrinks a ConfigDict in place; `tiny_args(**changes)` gives
+the same fields as `--config.a.b=v` flags for train.py and bench. A change names a field
+with `__` for the dot (`selfplay__num_plies=9`) and overrides the value in `TINY`.
+"""
+
+TINY = {
+    "network.channels": 4, "network.num_blocks": 1,
+    "search.num_simulations": 2,
+    "selfplay.fast_simulations": 0,  # no playout cap below 2 simulations
+    "selfplay.batch_size": 8, "selfplay.num_plies": 3,
+    "replay.capacity": 256, "replay.min_size": 8,
+    "train.num_iterations": 1, "train.updates_per_iteration": 1, "train.batch_size": 8,
+    "train.warmup_steps": 1,
+    "eval.every": 0, "eval.num_games": 2, "eval.num_simulations": 2,
+    "checkpoint.save_replay": False,
+    "log.progress": False,
+}
 
 
-def tiny_training(c, *, plies: int, iterations: int, eval_every: int, eval_games: int):
-    """Shrinks config `c` in place and returns it: a 4-channel one-block net, 2 simulations
-    (self-play and evaluation), 8 games, a 256-position replay used from 8, one update of 8
-    per iteration, no replay in checkpoints, no progress bar."""
-    c.network.channels, c.network.num_blocks = 4, 1
-    c.search.num_simulations = 2
-    c.selfplay.fast_simulations = 0  # no playout cap below 2 simulations
-    c.selfplay.batch_size, c.selfplay.num_plies = 8, plies
-    c.replay.capacity, c.replay.min_size = 256, 8
-    c.train.num_iterations, c.train.updates_per_iteration, c.train.batch_size = iterations, 1, 8
-    c.train.warmup_steps = 1
-    c.eval.every, c.eval.num_games, c.eval.num_simulations = eval_every, eval_games, 2
-    c.checkpoint.save_replay = False
-    c.log.progress = False
+def _fields(changes: dict) -> dict:
+    fields = dict(TINY)
+    for name, value in changes.items():
+        fields[name.replace("__", ".")] = value
+    return fields
+
+
+def tiny_training(c, **changes):
+    """Sets the `TINY` fields (with `changes`) on config `c` in place and returns it."""
+    for key, value in _fields(changes).items():
+        *groups, field = key.split(".")
+        node = c
+        for group in groups:
+            node = node[group]
+        node[field] = value
     return c
+
+
+def tiny_args(**changes) -> list[str]:
+    """The `TINY` fields (with `changes`) as `--config.a.b=v` flags."""
+    return [f"--config.{key}={value}" for key, value in _fields(changes).items()]
 
 
 def make_run(workdir, env_id: str, policy: str = "gumbel", head: str = "dense",
