@@ -7,9 +7,14 @@ import os
 import tempfile
 from collections import Counter
 
-import jax
-import numpy as np
-import pytest
+# XLA without most optimisations in the whole suite: compiles take seconds instead of tens of
+# seconds, and the train.py, bench and brain subprocesses the tests start inherit it (set
+# before JAX is imported). The `optimized` fixture turns them back on for a module.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 # train.py subprocesses share compiled programs through JAX's persistent cache (az_jax's
 # own default would be ~/.cache/az_jax/jax): a temporary directory, kept between runs.
@@ -18,11 +23,11 @@ os.environ.setdefault("AZ_JAX_CACHE", os.path.join(tempfile.gettempdir(),
 
 
 @pytest.fixture(scope="module")
-def fast_compiles():
-    """XLA without most optimisations for one test module (seconds to compile instead of
-    tens of seconds); use with `pytestmark = pytest.mark.usefixtures("fast_compiles")`."""
+def optimized():
+    """XLA with its optimisations, as users run it, for one test module; use with
+    `pytestmark = pytest.mark.usefixtures("optimized")`."""
     old = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
+    jax.config.update("jax_disable_most_optimizations", False)
     yield
     jax.config.update("jax_disable_most_optimizations", old)
 

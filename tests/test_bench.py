@@ -23,10 +23,6 @@ TINY = [*tiny_args(replay__capacity=64), "--repeats", "1"]
 SIZED = TINY + ["--batch", "4", "--sims", "2", "--plies", "2"]
 
 
-# Compile without most XLA optimisations (seconds instead of tens of seconds).
-pytestmark = pytest.mark.usefixtures("fast_compiles")
-
-
 def _positive(result: dict, *keys: str) -> None:
     for key in keys:
         value = result[key]

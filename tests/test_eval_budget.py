@@ -9,8 +9,6 @@ from az_jax import trainer
 from configs import tictactoe
 from tests.tiny import tiny_training
 
-pytestmark = pytest.mark.usefixtures("fast_compiles")
-
 
 def test_within_budget():
     assert trainer.within_budget(0.0, 0.0, 0.1)  # the first evaluation always runs

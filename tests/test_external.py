@@ -140,17 +140,8 @@ def _tiny_baghchal(opponents: str):
                          search__max_num_considered_actions=4)
 
 
-@pytest.fixture
-def _fast_compiles():
-    """Compile without most XLA optimisations (as in test_bench.py)."""
-    old = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
-
-
 @pytest.mark.slow
-def test_training_evaluates_against_minimax(tmp_path, _fast_compiles):
+def test_training_evaluates_against_minimax(tmp_path):
     """One real training iteration with `baghchal-minimax:1` in eval.opponents: its score is
     in the returned metrics, in metrics.jsonl and on the Elo ladder. (The in-jit opponents
     next to it are covered by test_arena; one more would add a compile.)"""

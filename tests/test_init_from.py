@@ -9,8 +9,6 @@ from az_jax import checkpoint, trainer
 from configs import default
 from tests import tiny
 
-pytestmark = pytest.mark.usefixtures("fast_compiles")
-
 
 def _config(size, source, head="conv", channels=8, rule="freestyle"):
     c = tiny.tiny_training(default.get_config(), selfplay__num_plies=2)

@@ -13,6 +13,8 @@ from az_jax import checkpoint, search, trainer
 from configs import tictactoe
 from tests import minimax
 
+# XLA's optimisations on, as users compile (the rest of the suite turns most of them off).
+pytestmark = pytest.mark.usefixtures("optimized")
 
 def play_vs_minimax(restored, num_games: int = 100, sims: int = 32, seed: int = 0):
     """Plays the restored agent (search, no noise) against the perfect player.

@@ -97,7 +97,8 @@ def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("multidevice")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, __file__, str(out)], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "tests.test_multidevice", str(out)], cwd=ROOT,
+                          env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = json.loads((out / "report.json").read_text())
@@ -142,6 +143,5 @@ def test_games_and_replay_are_sharded(result):
     assert report["params_replicated"] and report["params_devices"] == 4
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
+if __name__ == "__main__":  # python -m tests.test_multidevice OUT_DIR (from the repository)
     _worker(sys.argv[1])

@@ -214,7 +214,6 @@ def test_checkpoints_with_and_without_pending_plies_restore(tmp_path):
         np.testing.assert_array_equal(state["a"], np.ones(3))
 
 
-@pytest.mark.usefixtures("fast_compiles")  # the module's last test: the fixture is module-wide
 def test_q_target_weight_mixes_the_root_value_in():
     """train.q_target_weight = 1: the stored value targets are the searches' root values
     (not game results); 0: the results (-1, 0, 1) alone. Tic-tac-toe games all end within

@@ -27,10 +27,6 @@ from tests.tiny import make_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# Compile without most XLA optimisations (seconds instead of tens of seconds).
-pytestmark = pytest.mark.usefixtures("fast_compiles")
-
-
 @pytest.fixture(scope="module")
 def ttt_run(tmp_path_factory):
     return make_run(tmp_path_factory.mktemp("play") / "ttt", "tictactoe")

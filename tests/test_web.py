@@ -38,10 +38,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SIMS = 4
 
 
-# Compile without most XLA optimisations (seconds instead of tens of seconds).
-pytestmark = pytest.mark.usefixtures("fast_compiles")
-
-
 @contextlib.contextmanager
 def serving(run, sims: int = SIMS):
     """A server for the model of `run` on a free port, in a thread of this process."""
