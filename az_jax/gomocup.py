@@ -9,8 +9,8 @@ Without a source flag the brain picks, at START, a shipped model (az_jax/models/
 board size and INFO rule: gomoku_conv where it fits (the strongest), else one trained on
 that size, else a fully convolutional one
 (network.head="conv", any size 5-22) trained for the rule. INFO rule may come after START:
-the choice is made again. No model for the rule (exactly five when only freestyle models
-ship; renju, caro): ERROR.
+the choice is made again (gomoku_conv_exact plays exactly five). No model for the rule
+(renju, caro): ERROR.
 
 Commands (one per line; answers are flushed at once):
   START n            OK (at once: the model loads and compiles in the background), or

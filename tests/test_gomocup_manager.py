@@ -103,6 +103,16 @@ def test_model_choice_by_size_and_rule():
     assert gomocup.choose(shipped, 15, "freestyle").name == "gomoku_conv"  # PREFERRED
 
 
+def test_shipped_models_serve_both_rules_at_gomocup_sizes():
+    """The models in az_jax/models/: freestyle and exactly five (INFO rule 0 and 1) on 15x15
+    and 20x20, each from a network trained for that rule."""
+    shipped = gomocup.shipped_gomoku_models()
+    for size in (15, 20):
+        for rule in ("freestyle", "standard"):
+            model = gomocup.choose(shipped, size, rule)
+            assert model.rule == rule and model.head == "conv", (size, rule, model)
+
+
 class _Never:
     """A loader that never finishes: the brain must answer from metadata alone."""
 
