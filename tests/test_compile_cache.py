@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from az_jax import parallel_setup
 from tests.tiny import tiny_args
 
@@ -36,6 +38,7 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert parallel_setup.cache_dir() is None
 
 
+@pytest.mark.slow
 def test_train_fills_the_cache_unless_off(tmp_path):
     _train(tmp_path, "off", AZ_JAX_CACHE="off")
     assert not (tmp_path / "home" / ".cache" / "az_jax").exists()

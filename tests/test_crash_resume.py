@@ -131,6 +131,7 @@ def two_iterations(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_iterations,
                                                                         tmp_path):
     """The best network is saved with its own batch-norm statistics; a checkpoint written
@@ -178,6 +179,7 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_itera
     assert _complete_steps(tmp_path)[-1] == 4
 
 
+@pytest.mark.slow
 def test_corrupt_latest_checkpoint_is_skipped_with_a_warning(two_iterations, tmp_path):
     from az_jax import trainer
 

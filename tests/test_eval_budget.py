@@ -18,6 +18,7 @@ def test_within_budget():
     assert trainer.within_budget(50.0, 50.0, 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_share, evaluated", [(0.0, [1, 2]), (1e-9, [1])])
 def test_training_skips_evaluations_over_the_share(tmp_path, max_share, evaluated):
     c = tiny_training(tictactoe.get_config(), train__num_iterations=2, eval__every=1)

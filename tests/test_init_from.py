@@ -9,6 +9,8 @@ from az_jax import checkpoint, trainer
 from configs import default
 from tests import tiny
 
+pytestmark = pytest.mark.slow  # every test here trains
+
 
 def _config(size, source, head="conv", channels=8, rule="freestyle"):
     c = tiny.tiny_training(default.get_config(), selfplay__num_plies=2)

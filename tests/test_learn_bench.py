@@ -29,6 +29,7 @@ def _small_sets(tmp_path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_learn_connect4_end_to_end(tmp_path, capsys):
     workdir = tmp_path / "run"
     result = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.05",
