@@ -29,7 +29,7 @@ class BrainProcess:
     """A brain subprocess with a reader thread, so that no read can hang the tests."""
 
     def __init__(self, workdir: Path, *args: str):
-        env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_DISABLE_MOST_OPTIMIZATIONS="1")
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "az_jax.gomocup", "--workdir", str(workdir), "--chunk", "4",
              *args],

@@ -196,8 +196,7 @@ class Brain:
     """A brain subprocess; answers are timed from the moment the command is written."""
 
     def __init__(self, args: list[str], cache: Path):
-        env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_DISABLE_MOST_OPTIMIZATIONS="1",
-                   AZ_JAX_CACHE=str(cache))
+        env = dict(os.environ, JAX_PLATFORMS="cpu", AZ_JAX_CACHE=str(cache))
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "az_jax.gomocup", *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -376,8 +375,7 @@ def test_pygomo_client_plays_whole_games(conv, cache, size, monkeypatch):
     searched (--sims 8: the brain waits for its model instead of the clock)."""
     from pygomo.client import EngineClient
 
-    for key, value in dict(JAX_PLATFORMS="cpu", JAX_DISABLE_MOST_OPTIMIZATIONS="1",
-                           AZ_JAX_CACHE=str(cache)).items():
+    for key, value in dict(JAX_PLATFORMS="cpu", AZ_JAX_CACHE=str(cache)).items():
         monkeypatch.setenv(key, value)
 
     engine = EngineClient(sys.executable, args=["-m", "az_jax.gomocup", "--workdir",

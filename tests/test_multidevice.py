@@ -98,8 +98,7 @@ def result(tmp_path_factory):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-m", "tests.test_multidevice", str(out)], cwd=ROOT,
-                          env=env,
-                          capture_output=True, text=True, timeout=900)
+                          env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = json.loads((out / "report.json").read_text())
     p1, p4 = np.load(out / "params1.npz"), np.load(out / "params4.npz")
