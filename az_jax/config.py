@@ -150,6 +150,8 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "search.pb_c_base": Float(0.0, low_ok=False),
     "search.tactics": Choice("az_jax.search", "TACTICS", optional=True),
     "search.eval_tactics": Choice("az_jax.search", "TACTICS", optional=True),
+    "search.threat_depth": Int(2, optional=True),
+    "search.threat_width": Int(1, optional=True),
     "network.channels": Int(1),
     "network.num_blocks": Int(0),
     "network.head": Choice("az_jax.network", "HEADS", optional=True),

@@ -38,12 +38,21 @@ import jax.numpy as jnp
 import mctx
 
 POLICIES = ("gumbel", "muzero")
-TACTICS = ("none", "win", "win_and_block")
+TACTICS = ("none", "win", "win_and_block", "threats")
 # Read when a config has no such field (configs saved before it existed): the search rule
 # changes nothing the network learned, so older models play with the current defaults.
 DEFAULT_TACTICS = "none"  # self-play: "win" learned worse in tic-tac-toe (README)
-DEFAULT_EVAL_TACTICS = "win_and_block"  # front ends, arena: about free at a batch of one
+DEFAULT_EVAL_TACTICS = "threats"  # front ends, arena: tens of ms at a batch of one
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
+# "threats": the longest forced win looked for (the mover's moves, the winning one
+# included: 3 finds a VCF of three fours) and the forcing moves tried per turn.
+DEFAULT_THREAT_DEPTH = 3
+DEFAULT_THREAT_WIDTH = 16
+# "threats": forcing moves tried at the attacker's later turns (there a win in two needs a
+# double threat, which the ordering by threat count puts first), and the root moves whose
+# defence is checked (the network's favourites).
+_INNER_WIDTH = 4
+_DEFENCES_CHECKED = 8
 # Child states stepped at once (per search batch) when looking for the opponent's winning replies;
 # bounds the memory of the A x A one-ply-ahead batch.
 _REPLY_STATES_PER_CHUNK = 1 << 15
@@ -63,41 +72,137 @@ def qtransform_parent_fpu(tree, node_index):
     return (jnp.clip(q, -1.0, 1.0) + 1.0) / 2.0
 
 
-def tactical_mask(env, state, tactics: str, chunk: int | None = None):
-    """The root moves that stay valid once the results one move ahead are known. One game.
+def _step_all(env, state):
+    """The children of one state: every action played. State [A, ...]."""
+    return jax.vmap(env.step, in_axes=(None, 0))(
+        state, jnp.arange(env.num_actions, dtype=jnp.int32))
+
+
+def _wins_now(state, children):
+    """bool[A]: the moves that end the game with the mover scoring > 0."""
+    mover_reward = children.rewards[:, state.current_player]
+    return state.legal_action_mask & children.terminated & (mover_reward > 0) & ~state.done
+
+
+def _can_win(env, states, player):
+    """bool[S]: `player` is to move in each of the states [S, ...] and wins at once there
+    (`env.winning_moves`: one cheap scan per state, no steps)."""
+    to_move = (states.current_player == player) & ~states.done
+    return to_move & jax.vmap(env.winning_moves, in_axes=(0, None))(states, player).any(-1)
+
+
+def _threats(env, state, children):
+    """int32[A]: per move, how many moves would win for the mover right after it (its
+    threats); 0 where the move is not forcing: illegal, ending the game, leaving the
+    opponent a win at once, or threatening nothing."""
+    player, opponent = state.current_player, 1 - state.current_player
+    hook = jax.vmap(env.winning_moves, in_axes=(0, None))
+    count = hook(children, player).sum(-1, dtype=jnp.int32)
+    forcing = (state.legal_action_mask & ~state.done & ~children.done
+               & (children.current_player == opponent) & ~_can_win(env, children, opponent))
+    return jnp.where(forcing, count, 0)
+
+
+def _forced_win_moves(env, state, children, depth: int, width: int):
+    """bool[A]: moves that win by force in at most `depth` (>= 2) of the mover's moves.
+
+    A threat search over the real rules: the mover (attacker) plays only forcing moves,
+    the `width` with the most threats at each of its turns; after each, every reply of
+    the defender is stepped, and those that leave the attacker a win at once are refuted.
+    No reply left: the move wins. One reply left (a forced block): the search goes on from
+    there. More: given up. So a True is a proof (every reply was played), a False only
+    means "not found within depth and width" (sound, not complete).
+    """
+    threats = _threats(env, state, children)  # int32[A]
+    k = min(width, env.num_actions)
+    count, top = jax.lax.top_k(threats, k)  # the k most threatening moves
+    candidates = jax.tree.map(lambda x: x[top], children)
+    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1, width))(candidates)
+    return jnp.zeros(env.num_actions, jnp.bool_).at[top].set(won & (count > 0))
+
+
+def _defender_loses(env, state, depth: int, width: int):
+    """bool[]: the defender, to move in `state`, loses to the attacker's forced win in at
+    most `depth` (>= 1) more attacker moves (see `_forced_win_moves`)."""
+    replies = _step_all(env, state)
+    attacker = 1 - state.current_player
+    alive = state.legal_action_mask & ~_can_win(env, replies, attacker)  # bool[A]
+    if depth == 1:
+        return ~alive.any()
+    forced = jax.tree.map(lambda x: x[jnp.argmax(alive)], replies)  # the one block
+    then = _forced_win_moves(env, forced, _step_all(env, forced), depth, _INNER_WIDTH)
+    return ~alive.any() | ((alive.sum() == 1) & then.any())
+
+
+def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
+                  depth: int = 3, width: int = 8):
+    """The root moves that stay valid once what the rules decide a few moves ahead is
+    known. One game.
 
     Args:
       env: an `envs.Env` (deterministic: its steps ignore their keys).
       state: one env state (unbatched); vmap for a batch.
       tactics: one of `TACTICS`.
-      chunk: children whose replies are stepped at once ("win_and_block"); None = all A.
+      chunk: children whose replies are stepped at once ("win_and_block" without the
+        `winning_moves` hook); None = all A.
+      prior: float[A] the network's logits at the root ("threats": the defence checks the
+        `width` moves it likes best); None = by action order.
+      depth, width: "threats": the longest forced win searched (the mover's moves, the
+        winning one included) and the forcing moves tried per turn.
     Returns:
-      bool[A]: the winning moves if any; else (with "win_and_block") the moves after which
-      the opponent has no winning reply, if any; else the legal moves.
+      bool[A], the first of these that is non-empty: the winning moves; ("threats") the
+      first moves of a forced win in the fewest moves up to `depth`; (from
+      "win_and_block") the moves after which the opponent has no winning reply, less
+      ("threats") those of the `width` checked after which he has a forced win in two;
+      the legal moves.
     """
     legal = state.legal_action_mask  # bool[A]
     if tactics == "none":
         return legal
-    actions = jnp.arange(env.num_actions, dtype=jnp.int32)
-    step_all = jax.vmap(env.step, in_axes=(None, 0))  # one state, every action
-
-    def wins_for_mover(s, nxt):  # bool[A]: the move ends the game, the mover scoring > 0
-        mover_reward = nxt.rewards[:, s.current_player]
-        return s.legal_action_mask & nxt.terminated & (mover_reward > 0) & ~s.done
-
-    children = step_all(state, actions)  # State [A, ...]
-    win = wins_for_mover(state, children)  # bool[A]
+    children = _step_all(env, state)  # State [A, ...]
+    win = _wins_now(state, children)  # bool[A]
     allowed = jnp.where(win.any(), win, legal)
     if tactics == "win":
         return allowed
-
-    def opponent_wins(child):  # bool[]: the opponent moves next and can win at once
-        opponent_moves = child.current_player != state.current_player
-        return opponent_moves & wins_for_mover(child, step_all(child, actions)).any()
-
-    lost = jax.lax.map(opponent_wins, children, batch_size=chunk)  # bool[A]
+    opponent = 1 - state.current_player
+    if env.has_winning_moves:
+        lost = _can_win(env, children, opponent)
+    else:  # every reply of every child stepped: A x A steps
+        lost = jax.lax.map(
+            lambda c: (c.current_player == opponent) & _wins_now(c, _step_all(env, c)).any(),
+            children, batch_size=chunk)
     safe = legal & ~lost
-    return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
+    if tactics == "win_and_block" or not env.has_winning_moves:
+        return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
+    # "threats": the fastest forced win, else no move that allows one in two.
+    forced = jnp.zeros_like(legal)
+    for d in range(depth, 1, -1):  # a shorter win found overrides a longer one
+        found = _forced_win_moves(env, state, children, d, width)
+        forced = jnp.where(found.any(), found, forced)
+    prior = jnp.zeros(legal.shape, jnp.float32) if prior is None else prior
+
+    def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
+        _, checked = jax.lax.top_k(jnp.where(moves, prior, -jnp.inf),
+                                   min(_DEFENCES_CHECKED, env.num_actions))
+        wins = jax.vmap(lambda c: _forced_win_moves(env, c, _step_all(env, c), 2,
+                                                    _INNER_WIDTH))(
+            jax.tree.map(lambda x: x[checked], children))
+        return checked, wins
+
+    # The network's favourites first; if one of them allows a win in two, the points where
+    # the opponent would play it (his key points: an open three's ends) are checked next.
+    checked, wins = refutations(safe)
+    key_points = safe & wins.any(0)
+    checked2, wins2 = refutations(key_points)
+    checked = jnp.concatenate([checked, checked2])
+    beaten = jnp.concatenate([wins.any(-1), wins2.any(-1)])  # bool[2K]
+    held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win in two
+    lost2 = jnp.zeros_like(legal).at[checked].max(beaten & safe[checked])
+    # Facing a win in two: the checked moves that hold it, if any; else drop those that don't.
+    defended = jnp.where(lost2.any() & held.any(), held, safe & ~lost2)
+    return jnp.where(win.any(), win, jnp.where(
+        forced.any(), forced, jnp.where(defended.any(), defended,
+                                        jnp.where(safe.any(), safe, legal))))
 
 
 def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
@@ -170,6 +275,11 @@ class Search:
             if self.tactics[evaluation] not in TACTICS:
                 raise ValueError(f"search.{name}={self.tactics[evaluation]!r}; accepted: "
                                  f"{', '.join(TACTICS)}")
+        self.threat_depth = int(config.get("threat_depth", DEFAULT_THREAT_DEPTH))
+        self.threat_width = int(config.get("threat_width", DEFAULT_THREAT_WIDTH))
+        if self.threat_depth < 2 or self.threat_width < 1:
+            raise ValueError(f"search.threat_depth={self.threat_depth} must be >= 2 and "
+                             f"search.threat_width={self.threat_width} >= 1")
         self.sims_per_considered = config.get("eval_sims_per_considered",
                                               DEFAULT_EVAL_SIMS_PER_CONSIDERED)
         if self.sims_per_considered < 0:
@@ -193,18 +303,22 @@ class Search:
             k = max(k, num_simulations // self.sims_per_considered)
         return min(k, self.env.num_actions)
 
-    def invalid_actions(self, state, evaluation: bool = False):
+    def invalid_actions(self, state, evaluation: bool = False, prior=None):
         """bool[B, A]: the root moves the search may not play (illegal, or pruned by tactics).
 
-        `tactics` rules self-play searches, `eval_tactics` evaluation ones.
+        `tactics` rules self-play searches, `eval_tactics` evaluation ones. `prior`: the
+        network's logits [B, A] at the roots ("threats" checks the defence of its favourites).
         """
         tactics = self.tactics[bool(evaluation)]
         if tactics == "none":
             return ~state.legal_action_mask
         batch, num_actions = state.legal_action_mask.shape
         chunk = max(1, min(num_actions, _REPLY_STATES_PER_CHUNK // (batch * num_actions)))
-        mask = jax.vmap(functools.partial(tactical_mask, self.env, tactics=tactics,
-                                          chunk=chunk))(state)
+        if prior is None:
+            prior = jnp.zeros(state.legal_action_mask.shape, jnp.float32)
+        mask = jax.vmap(functools.partial(
+            tactical_mask, self.env, tactics=tactics, chunk=chunk, depth=self.threat_depth,
+            width=self.threat_width))(state, prior=prior)
         return ~mask
 
     def root(self, variables, state) -> mctx.RootFnOutput:
@@ -226,7 +340,7 @@ class Search:
         sims = int(num_simulations or self.config.num_simulations)
         if root is None:
             root = self.root(variables, state)
-        invalid = self.invalid_actions(root.embedding, evaluation)  # bool[B, A]
+        invalid = self.invalid_actions(root.embedding, evaluation, root.prior_logits)  # [B, A]
         if key.ndim == 1:
             return self._search(variables, root, invalid, key, evaluation, sims)
 

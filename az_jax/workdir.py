@@ -6,8 +6,9 @@ is written there.
 
 A workdir holds one run. Running `train.py` again on it resumes that run, so the command
 must describe the same run: every config field must match the run's, except the few in
-`MAY_CHANGE` (how long to train, evaluation, logging, checkpoint cadence). A command that
-does not match stops with one line naming the fields that differ; nothing is written.
+`MAY_CHANGE` (how long to train, evaluation and its search rules, logging, checkpoint
+cadence). A command that does not match stops with one line naming the fields that
+differ; nothing is written.
 `--config.checkpoint.restart=True` instead moves the old run aside (`<workdir>.old-N`,
 never deleted) and starts a new one in the workdir.
 """
@@ -26,7 +27,9 @@ import ml_collections
 # run: they change no array in the checkpoint. `train.num_iterations` also rescales the
 # learning-rate schedule from the current step on; `train.init_from` only seeds a new run.
 MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "checkpoint.every",
-              "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart")
+              "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
+              "search.eval_tactics", "search.eval_sims_per_considered",
+              "search.threat_depth", "search.threat_width")
 
 
 class RunMismatch(ValueError):

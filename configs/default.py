@@ -36,13 +36,18 @@ def get_config() -> ml_collections.ConfigDict:
     # result n plies ahead counts gamma^n: quicker wins, slower losses (a signal for the side
     # that loses nearly every game early in training, e.g. Bagh-Chal's goats).
     c.search.discount = 1.0
-    # Exact one-ply facts at the root (games with chance: none). "win": if a move wins at
-    # once, only winning moves are searched. "win_and_block": also mask the moves that leave
-    # the opponent a win in one, when some move does not (A x A env steps per root: about
-    # free in play, ~4x the self-play time of Gomoku 15x15 with a small net on a CPU).
-    # "none": the plain search. README "Tactical safety of the search" has the figures.
-    c.search.tactics = "none"  # self-play searches: none | win | win_and_block (README)
-    c.search.eval_tactics = "win_and_block"  # evaluation searches (arena, play, web, gomocup)
+    # What the rules decide a few moves ahead, known exactly at the root (games with
+    # chance: none). "win": if a move wins at once, only winning moves are searched.
+    # "win_and_block": also mask the moves that leave the opponent a win in one, when some
+    # move does not. "threats" (games with `winning_moves`, else as win_and_block): also
+    # play a forced win by continuous threats (a VCF) of up to threat_depth moves when
+    # there is one, and mask the threat_width best-liked moves that allow the opponent one
+    # in two (an open three left open). "none": the plain search. README "Tactical safety
+    # of the search" has what each costs and gains.
+    c.search.tactics = "none"  # self-play searches (README)
+    c.search.eval_tactics = "threats"  # evaluation searches (arena, play, web, gomocup)
+    c.search.threat_depth = 3  # "threats": the mover's moves in the longest forced win
+    c.search.threat_width = 8  # "threats": forcing moves tried per turn, defences checked
     # gumbel, evaluation only: the considered set grows to num_simulations // this when that
     # exceeds max_num_considered_actions (800 simulations: 50 moves). 0 = no growth.
     c.search.eval_sims_per_considered = 16

@@ -71,6 +71,19 @@ class Connect4(core.Env):
             terminated=won | (state.step_count + 1 >= ROWS * COLS),  # full board: a draw
         )
 
+    has_winning_moves = True
+
+    def winning_moves(self, state, player):
+        """bool[7]: the columns where `player`'s stone, dropped now, makes four."""
+        board = state.game.board
+        row = jnp.sum(board == _EMPTY, axis=0, dtype=jnp.int32) - 1  # [7] landing row
+        cell = jnp.maximum(row, 0) * COLS + jnp.arange(COLS)  # [7]
+        stone = jnp.asarray(player, jnp.int8)
+        same = jnp.asarray(_LINE_ON_BOARD)[cell] & (
+            board.reshape(-1)[jnp.asarray(_LINE_CELLS)[cell]] == stone)  # [7, 4, 2, 3]
+        four = jax.vmap(lambda s: core.any_of([run >= 4 for run in core.run_lengths(s)]))(same)
+        return four & (row >= 0) & ~state.done
+
     def _observe(self, state):
         # One 3-bit code per cell, then the planes as its bits (cheaper on CPU than a stack).
         board = state.game.board

@@ -100,6 +100,10 @@ class Env(abc.ABC):
     # leave it False. `envs.testing.api_test` checks it.
     deterministic: bool = False
 
+    # True when the game implements `winning_moves` (a cheap, exact "where would this
+    # player win at once" for either player); the search's "threats" tactics need it.
+    has_winning_moves: bool = False
+
     @property
     def max_game_length(self) -> int | None:
         """The most plies one game can last, or None if the game does not bound it.
@@ -150,6 +154,19 @@ class Env(abc.ABC):
         nxt = nxt.replace(observation=self._observe(nxt))
         frozen = state.replace(rewards=jnp.zeros_like(state.rewards))
         return _where(was_done, frozen, nxt)
+
+    def winning_moves(self, state: State, player: Array) -> Array:
+        """bool[A]: the moves with which `player` would win at once, were it `player`'s turn.
+
+        One game, pure, jittable. Whoever is to move in `state`: the search asks it for
+        the side that just moved too (its threats). A finished state has none. For the
+        mover it must equal the legal moves that `step` ends with the mover winning
+        (`envs.testing.api_test` checks both players against `step`). Optional: games
+        that implement it set `has_winning_moves`.
+        """
+        del state, player
+        raise NotImplementedError(f"{type(self).__name__} has no winning_moves "
+                                  "(has_winning_moves is False)")
 
     def symmetries(self, obs: Array, policy: Array) -> tuple[Array, Array]:
         """All symmetric variants of one (observation, policy) pair.

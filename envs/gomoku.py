@@ -71,6 +71,30 @@ class Gomoku(core.Env):
         # Static lookup tables (numpy; baked into the jitted program as constants).
         self._line_cells, self._line_on_board = core.line_cells(self.size, self.size, _REACH)
 
+    has_winning_moves = True
+
+    def winning_moves(self, state, player):
+        """bool[N * N]: the empty points where `player`'s stone makes five now (see the rule).
+
+        Whole-board runs along the 4 directions: for each point, `player`'s stones in a row
+        on each side (capped at 4 for freestyle, 5 for exactly five to see an overline).
+        """
+        n = self.size
+        reach = 4 if self.rule == "freestyle" else _REACH
+        board = state.game.board.reshape(n, n)
+        own = jnp.pad(board == jnp.asarray(player, jnp.int8), reach)  # off the board: False
+        win = jnp.zeros((n, n), jnp.bool_)
+        for dr, dc in core._LINE_DIRS.tolist():
+            length = jnp.ones((n, n), jnp.int32)
+            for sign in (1, -1):
+                unbroken = jnp.ones((n, n), jnp.bool_)
+                for k in range(1, reach + 1):
+                    r0, c0 = reach + sign * k * dr, reach + sign * k * dc
+                    unbroken = unbroken & own[r0:r0 + n, c0:c0 + n]
+                    length = length + unbroken
+            win = win | (length >= 5 if self.rule == "freestyle" else length == 5)
+        return (win & (board == _EMPTY)).reshape(-1) & ~state.done
+
     @property
     def params(self):
         return {"size": self.size, "rule": self.rule}

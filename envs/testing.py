@@ -62,6 +62,7 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
                  jax.tree.map(lambda x: x[:1], init(sub[None])))
 
     # --- random play with occasional illegal moves
+    check_wins = _winning_moves_check(env) if env.has_winning_moves else None
     saw_done = False
     for _ in range(max_plies):
         key, k_act, k_ill, k_pick, k_step = jax.random.split(key, 5)
@@ -74,6 +75,8 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
         prev = state
         state = step(state, action, jax.random.split(k_step, B))
         _check_transition(env, prev, action, state, use_illegal)
+        if check_wins is not None:
+            check_wins(state)
         if env.max_game_length is not None:
             assert np.all(state.done | (state.step_count < env.max_game_length)), (
                 f"a game reached env.max_game_length={env.max_game_length} plies unfinished")
@@ -92,6 +95,37 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
         _check_deterministic(init, step, num_games, seed)
     _check_point_of_view(env, seed)
     _check_symmetries(env, seed)
+
+
+def _winning_moves_check(env):
+    """A check of `env.winning_moves` against `env.step`, for a batch of states.
+
+    For each player p, the hook's moves must be exactly the legal moves that `step` ends
+    with p winning when p is made the mover (`current_player` replaced: the rules read the
+    mover from it); a finished state has none.
+    """
+    actions = jnp.arange(env.num_actions, dtype=jnp.int32)
+
+    def by_step(state, player):  # bool[A]
+        as_player = state.replace(current_player=jnp.asarray(player, jnp.int32))
+        nxt = jax.vmap(env.step, in_axes=(None, 0))(as_player, actions)
+        return (state.legal_action_mask & nxt.terminated & (nxt.rewards[:, player] > 0)
+                & ~state.done)
+
+    def both(state):  # bool[2, A] each
+        hook = jnp.stack([env.winning_moves(state, jnp.int32(p)) for p in (0, 1)])
+        return hook, jnp.stack([by_step(state, p) for p in (0, 1)])
+
+    compare = jax.jit(jax.vmap(both))
+
+    def check(states):
+        hook, ref = compare(states)
+        assert hook.dtype == jnp.bool_ and hook.shape[-1] == env.num_actions
+        np.testing.assert_array_equal(
+            np.asarray(hook), np.asarray(ref),
+            err_msg="winning_moves disagrees with step (game, player, action)")
+
+    return check
 
 
 def _check_deterministic(init, step, num_games, seed, plies: int = 60):

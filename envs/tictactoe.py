@@ -44,6 +44,18 @@ class TicTacToe(core.Env):
         game = Game(board=jnp.full(9, -1, jnp.int32))
         return core.make_state(game, 0, jnp.ones(9, jnp.bool_))
 
+    has_winning_moves = True
+
+    def winning_moves(self, state, player):
+        """bool[9]: the empty cells where `player`'s mark completes a line."""
+        board = state.game.board
+        lines = board[_LINES]  # [8, 3]
+        # A line wins at its one empty cell when its other two cells are `player`'s.
+        ready = (jnp.sum(lines == player, axis=1) == 2) & jnp.any(lines < 0, axis=1)  # [8]
+        hits = jnp.zeros(9, jnp.int32).at[_LINES.reshape(-1)].add(
+            jnp.repeat(ready, 3).astype(jnp.int32))
+        return (hits > 0) & (board < 0) & ~state.done
+
     def _step(self, state, action, key):
         del key
         player = state.current_player
