@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the first N positions of each tactics category")
     p.add_argument("--opening-plies", type=int, default=None,
                    help="random plies at the start of each pair of games (default 2)")
+    p.add_argument("--search-tactics", default=None, metavar="RULE",
+                   help="the evaluation search's root tactics for the network under test "
+                        "(none, win, win_and_block, threats; default: the run's "
+                        "search.eval_tactics, else threats; README 'Tactical safety')")
     p.add_argument("--batch-size", type=int, default=256,
                    help="games per jitted call; --games is rounded up to a multiple")
     p.add_argument("--seed", type=int, default=0)
@@ -165,8 +169,14 @@ def run(args) -> None:
     from az_jax import search as search_lib
     from az_jax.eval import elo
 
+    if args.search_tactics is not None and args.search_tactics not in search_lib.TACTICS:
+        raise ValueError(f"--search-tactics={args.search_tactics!r}; accepted: "
+                         f"{', '.join(search_lib.TACTICS)}")
     restored = ckpt.restore(workdir, step=args.checkpoint)
     env, config = restored.env, restored.config
+    if args.search_tactics is not None:
+        with config.unlocked():
+            config.search.eval_tactics = args.search_tactics
     if sets and env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")

@@ -121,6 +121,15 @@ def _forced_win_moves(env, state, children, depth: int, width: int):
     return jnp.zeros(env.num_actions, jnp.bool_).at[top].set(won & (count > 0))
 
 
+def forced_wins(env, state, depth: int = DEFAULT_THREAT_DEPTH,
+                width: int = DEFAULT_THREAT_WIDTH):
+    """bool[A]: the first moves of a forced win by threats in at most `depth` (>= 2) of the
+    mover's moves, among the `width` most threatening (see `_forced_win_moves`). One game
+    (vmap for a batch); the game must have `env.winning_moves`. A win at once is not
+    included (`tactical_mask` looks for it first)."""
+    return _forced_win_moves(env, state, _step_all(env, state), depth, width)
+
+
 def _defender_loses(env, state, depth: int, width: int):
     """bool[]: the defender, to move in `state`, loses to the attacker's forced win in at
     most `depth` (>= 1) more attacker moves (see `_forced_win_moves`)."""

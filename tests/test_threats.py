@@ -1,0 +1,220 @@
+"""The "threats" root tactics (az_jax/search.py) against references that are not our code:
+the numpy threat solver `envs/gomoku_tactics.py` (itself checked against the env's own win
+check in test_gomoku_tactics.py) for Gomoku, and bitbully's labels of the shipped Connect4
+solver sets. A forced win the search reports must be a real one (soundness); within its
+width it must find what the solver finds (completeness); and a search of one simulation,
+whatever its prior, plays it or the defence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from az_jax import search
+from envs import gomoku_tactics as gt
+
+DATA = Path(__file__).parent / "data"
+
+
+def _states(env, move_lists):
+    """Batched states after each move list (one jitted scan; lists padded with -1)."""
+    longest = max(1, max(len(m) for m in move_lists))
+    padded = np.full((len(move_lists), longest), -1, np.int32)
+    for i, m in enumerate(move_lists):
+        padded[i, :len(m)] = m
+
+    def one(actions):
+        def body(s, a):
+            return jax.tree.map(lambda x, y: jnp.where(a >= 0, x, y), env.step(s, a), s), None
+        return jax.lax.scan(body, env.init(jax.random.PRNGKey(0)), actions)[0]
+
+    return jax.jit(jax.vmap(one))(jnp.asarray(padded))
+
+
+def _clustered_games(size, games, plies, seed):
+    """Move lists of random games that play next to the stones (so threats arise), each
+    cut at a random ply; positions where the mover can win at once or a game is over are
+    left out by the callers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(games):
+        board = np.full((size, size), gt.EMPTY, np.int8)
+        moves = []
+        for ply in range(plies):
+            empty = board == gt.EMPTY
+            near = np.zeros_like(empty)
+            for r, c in zip(*np.nonzero(~empty), strict=True):
+                near[max(0, r - 2):r + 3, max(0, c - 2):c + 3] = True
+            cands = np.flatnonzero(empty & near) if moves else [size * size // 2]
+            a = int(rng.choice(cands))
+            board.flat[a] = ply % 2
+            moves.append(a)
+            if gt.winning_points(board, 0).any() or gt.winning_points(board, 1).any():
+                if rng.random() < 0.5:
+                    break
+        out.append(moves[:int(rng.integers(len(moves) // 2, len(moves) + 1))])
+    return out
+
+
+@pytest.mark.parametrize("rule", ["freestyle", "standard"])
+def test_forced_wins_match_the_vcf_solver(rule):
+    """Gomoku 9x9: every forced win found is a VCF of the numpy solver (sound), and the
+    search finds nearly all of the solver's (it tries only the most threatening moves)."""
+    env = envs.make("gomoku", size=9, rule=rule)
+    games = _clustered_games(9, games=160, plies=40, seed=1 if rule == "freestyle" else 2)
+    positions = []
+    for moves in games:
+        board, player = gt.board_from_moves(moves, 9)
+        if (gt.winning_points(board, player, rule).any()
+                or gt.winning_points(board, 1 - player, rule).sum() >= 2
+                or any(gt.winning_points(*gt.board_from_moves(moves[:i], 9), rule).any()
+                       for i in range(len(moves)))):
+            continue  # the mover wins at once, is lost, or the game was already won
+        positions.append(moves)
+    states = _states(env, positions)
+    found = {d: np.asarray(jax.jit(jax.vmap(lambda s, d=d: search.forced_wins(env, s, d)))(
+        states)) for d in (2, 3)}
+    total = {2: 0, 3: 0}
+    hits = {2: 0, 3: 0}
+    for i, moves in enumerate(positions):
+        board, player = gt.board_from_moves(moves, 9)
+        for d in (2, 3):
+            ref = gt.vcf_moves(board, player, d, rule).reshape(-1)
+            ours = found[d][i]
+            extra = np.flatnonzero(ours & ~ref)
+            assert extra.size == 0, (rule, d, moves, [env.action_to_str(a) for a in extra])
+            total[d] += int(ref.any())
+            hits[d] += int((ours & ref).any())
+    assert total[2] >= 20 and total[3] > total[2], total  # the sample holds both kinds
+    for d in (2, 3):
+        assert hits[d] >= 0.95 * total[d], (d, hits, total)
+
+
+SUITE_TARGETS = ("win_in_one", "block_four", "open_four_win", "vcf3")
+
+
+def test_tactics_suite_positions_are_decided_by_the_mask():
+    """On the shipped 9x9 suite (labels: the numpy solver), the threats mask keeps only
+    correct moves in the four categories the search must never miss, with a flat prior."""
+    from az_jax.eval import tactics as suite_lib
+
+    env = envs.make("gomoku", size=9)
+    suite = suite_lib.load(DATA / "gomoku_tactics_9x9.jsonl")
+    per = {}
+    for p in suite.positions:
+        if len(per.setdefault(p.category, [])) < 20:
+            per[p.category].append(p)
+    positions = [p for c in (*SUITE_TARGETS, "block_open_three") for p in per[c]]
+    states = _states(env, [list(p.moves) for p in positions])
+    masks = np.asarray(jax.jit(jax.vmap(
+        lambda s: search.tactical_mask(env, s, "threats")))(states))
+    defended = 0
+    for p, mask in zip(positions, masks, strict=True):
+        answers = np.zeros(env.num_actions, bool)
+        answers[list(p.answers)] = True
+        if p.category in SUITE_TARGETS:
+            assert mask.any() and not (mask & ~answers).any(), (p.category, p.moves)
+        else:  # an open three to stop: a defence is kept; nearly always only defences
+            assert (mask & answers).any(), p.moves
+            defended += int(not (mask & ~answers).any())
+    assert defended >= 18, defended
+
+
+def test_connect4_forced_wins_are_wins_for_bitbully():
+    """Connect4 (no Gomoku code involved): on the shipped solver sets, labelled by
+    bitbully, every forced win the threat search finds is a winning move."""
+    from az_jax.eval import connect4_positions as c4
+
+    env = envs.make("connect4")
+    positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
+                 for p in c4.read_positions(f)]
+    states = _states(env, [p.actions for p in positions])
+    found = np.asarray(jax.jit(jax.vmap(lambda s: search.forced_wins(env, s, 3)))(states))
+    playing = 0
+    for p, ours in zip(positions, found, strict=True):
+        scores = p.outcomes()  # per column: +1 a win for the mover (bitbully), -2 full
+        for a in np.flatnonzero(ours):
+            assert scores[a] > 0, (p.to_line(), a)
+        playing += int(ours.any())
+    assert playing >= 20, playing  # the sets hold forced wins to check
+
+
+# ---------------------------------------------------------- one simulation, a blind prior
+def _blind_search(env, prefer, hide, policy):
+    logits = jnp.zeros(env.num_actions).at[prefer].set(30.0).at[jnp.asarray(hide)].set(-30.0)
+
+    def apply_fn(variables, obs, mask):
+        del variables, mask
+        return jnp.broadcast_to(logits, (obs.shape[0], env.num_actions)), jnp.zeros(obs.shape[0])
+
+    c = search_config(policy)
+    return search.Search(env, apply_fn, c)
+
+
+def search_config(policy):
+    import ml_collections
+
+    return ml_collections.ConfigDict(dict(
+        policy=policy, num_simulations=1, max_num_considered_actions=4, gumbel_scale=1.0,
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0,
+        tactics="threats", eval_tactics="threats"))
+
+
+def _first_of(category, size=9, seed=3):
+    """The first position of clustered random games that the numpy solver labels
+    `category`: (moves, the solver's answers)."""
+    for moves in _clustered_games(size, games=400, plies=50, seed=seed):
+        for i in range(len(moves) + 1):
+            board, player = gt.board_from_moves(moves[:i], size)
+            tactic = gt.classify(board, player)
+            if tactic is not None and tactic.category == category:
+                return moves[:i], np.flatnonzero(tactic.answers.reshape(-1))
+            if gt.winning_points(board, 1 - player).any() and i > 0 and tactic is None:
+                break
+    raise AssertionError(f"no {category} position found")
+
+
+@pytest.mark.parametrize(("policy", "evaluation"), [("gumbel", True), ("gumbel", False),
+                                                    ("muzero", True)])
+def test_one_simulation_plays_a_hidden_vcf(policy, evaluation):
+    """The mover has no five and no open four, only a VCF in three (the numpy solver
+    says so and names its first moves): the prior hides them all, and one simulation
+    still plays one."""
+    env = envs.make("gomoku", size=9)
+    moves, vcf = _first_of("vcf3")
+    s = _blind_search(env, prefer=int(np.flatnonzero(
+        np.asarray(_states(env, [moves]).legal_action_mask[0]) & ~np.isin(
+            np.arange(81), vcf))[0]), hide=vcf, policy=policy)
+    out = jax.jit(lambda st, k: s(None, st, k, evaluation=evaluation))(
+        _states(env, [moves]), jax.random.PRNGKey(0))
+    assert int(out.action[0]) in vcf, env.action_to_str(int(out.action[0]))
+
+
+def test_one_simulation_stops_an_open_three():
+    """White has an open three (C5 D5 E5) and black no threat: the prior hides every
+    defence (per the numpy solver) and one simulation still plays one."""
+    env = envs.make("gomoku", size=9)
+    n = 9
+    pt = lambda name: (n - int(name[1:])) * n + ord(name[0]) - 65  # noqa: E731
+    moves = [pt(m) for m in ("A1", "C5", "I1", "D5", "A9", "E5")]  # black to move
+    board, player = gt.board_from_moves(moves, n)
+    threats, defences = gt.open_three_defences(board, player)
+    assert threats.any() and 0 < defences.sum() < 20
+    defences = np.flatnonzero(defences.reshape(-1))
+    s = _blind_search(env, prefer=pt("I9"), hide=defences, policy="gumbel")
+    out = jax.jit(lambda st, k: s(None, st, k, evaluation=True))(
+        _states(env, [moves]), jax.random.PRNGKey(0))
+    assert int(out.action[0]) in defences, env.action_to_str(int(out.action[0]))
+
+
+def test_bad_threat_settings_are_rejected():
+    c = search_config("gumbel")
+    c.threat_depth = 1
+    with pytest.raises(ValueError, match="threat_depth=1 must be >= 2"):
+        search.make_search(envs.make("tictactoe"), None, c)
