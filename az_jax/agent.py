@@ -156,6 +156,12 @@ class Agent:
         self._step = jax.jit(self.env.step)
         self._think_jit = jax.jit(self._think_batch,
                                   static_argnames=("num_simulations", "evaluation"))
+        self._mask_jit = jax.jit(self._mask_batch)
+        self._plain_jit = jax.jit(lambda state: ~state.legal_action_mask[None])
+        # Masks are committed to the variables' device: the compiled search then takes
+        # either kind (`root_mask`, `plain_mask`) without compiling again.
+        self._device = next(iter(jax.tree.leaves(self.variables)[0].devices()))
+        self.mask_seconds: float | None = None  # the last `root_mask`, once compiled
         self._key = jax.random.PRNGKey(seed)
         self._lock = threading.Lock()
 
@@ -204,10 +210,31 @@ class Agent:
         return None
 
     # ------------------------------------------------------------------ search
-    def _think_batch(self, variables, state, key, num_simulations, evaluation):
+    def _mask_batch(self, variables, state):
+        batch = jax.tree.map(lambda x: x[None], state)
+        root = self._search.root(variables, batch)
+        return self._search.invalid_actions(batch, evaluation=True, prior=root.prior_logits)
+
+    def root_mask(self, state) -> jax.Array:
+        """bool[1, A]: the moves the search may not play from `state` under the evaluation
+        tactics (`search.eval_tactics`), for the searches of one position (`think_for`'s
+        chunks use one mask); `mask_seconds` is how long it took."""
+        with self._lock:
+            t0 = time.perf_counter()
+            invalid = jax.block_until_ready(jax.device_put(
+                self._mask_jit(self.variables, state), self._device))
+            self.mask_seconds = time.perf_counter() - t0
+        return invalid
+
+    def plain_mask(self, state) -> jax.Array:
+        """bool[1, A]: the illegal moves only (a search without tactics, when there is no
+        time for them)."""
+        return jax.device_put(self._plain_jit(state), self._device)
+
+    def _think_batch(self, variables, state, key, invalid, num_simulations, evaluation):
         batch = jax.tree.map(lambda x: x[None], state)
         out = self._search(variables, batch, key, evaluation=evaluation,
-                           num_simulations=num_simulations)
+                           num_simulations=num_simulations, invalid=invalid)
         summary = out.search_tree.summary()
         visits = summary.visit_counts[0]
         q = jax.numpy.where(visits > 0, summary.qvalues[0], jax.numpy.nan)
@@ -217,11 +244,14 @@ class Agent:
         self._key, key = jax.random.split(self._key)
         return key
 
-    def _run(self, state, sims: int, evaluation: bool):
-        """One search (under the lock). Returns (action, root value, visits, q, weights) on
-        the host."""
+    def _run(self, state, sims: int, evaluation: bool, invalid=None):
+        """One search (under the lock), with root noise unless `evaluation`; `invalid` from
+        `root_mask` (None: computed now). Returns (action, root value, visits, q, weights)
+        on the host."""
+        if invalid is None:
+            invalid = self.root_mask(state)
         with self._lock:
-            out = self._think_jit(self.variables, state, self._next_key(),
+            out = self._think_jit(self.variables, state, self._next_key(), invalid,
                                   num_simulations=int(sims), evaluation=evaluation)
             action, value, visits, q, weights = jax.device_get(out)
         return (int(action), float(value), np.asarray(visits).astype(np.int64), np.asarray(q),
@@ -256,7 +286,8 @@ class Agent:
         """Searches in chunks of `chunk` simulations until the next chunk would pass `seconds`.
 
         The first chunk is the plain evaluation search; later chunks search again with root
-        noise (fresh keys) and their root visit counts are added up, so the result widens
+        noise (fresh keys), all under the evaluation tactics (`root_mask`, computed once),
+        and their root visit counts are added up, so the result widens
         with the time given. The move is the most visited one over all chunks (the first
         chunk's choice on a tie). Q values are visit-weighted means over the chunks, the
         search policy (`weights`) the mean over chunks, the root value the mean. At least
@@ -265,7 +296,8 @@ class Agent:
         chunk = int(chunk or self.num_simulations)
         self._check(state, chunk)
         t0 = time.perf_counter()
-        action, value, visits, q, weights = self._run(state, chunk, evaluation=True)
+        invalid = self.root_mask(state)  # the tactics, once for every chunk
+        action, value, visits, q, weights = self._run(state, chunk, True, invalid)
         longest = time.perf_counter() - t0
         values, weight_sum, sims = [value], weights.astype(np.float64), chunk
         q_sum = np.where(np.isnan(q), 0.0, q * visits)
@@ -274,7 +306,7 @@ class Agent:
             if now + longest > seconds or (max_simulations and sims + chunk > max_simulations):
                 break
             t1 = time.perf_counter()
-            _, v, n, qq, w = self._run(state, chunk, evaluation=False)
+            _, v, n, qq, w = self._run(state, chunk, False, invalid)
             longest = max(longest, time.perf_counter() - t1)
             values.append(v)
             visits = visits + n

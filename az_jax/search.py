@@ -337,19 +337,24 @@ class Search:
 
     def __call__(self, variables, state, key, *, evaluation: bool = False,
                  num_simulations: int | None = None,
-                 root: mctx.RootFnOutput | None = None) -> mctx.PolicyOutput:
+                 root: mctx.RootFnOutput | None = None,
+                 invalid=None) -> mctx.PolicyOutput:
         """Runs a batched search from `state` (batched env states, leading dim B).
 
         `key` is one key for the batch, or one key per game (shape [B, 2]): per-game keys
         make each game's noise independent of how the batch is split over devices. The
         key is consumed. `evaluation=True` turns the root noise off. `root`: the network's
         output at `state` when the caller already has it (self-play reuses the played
-        child's evaluation from the previous search); None evaluates it here.
+        child's evaluation from the previous search); None evaluates it here. `invalid`:
+        bool[B, A] the root moves not to play, when the caller has them (a front end that
+        searches one position in several chunks computes its tactics once); None computes
+        them here (`invalid_actions`).
         """
         sims = int(num_simulations or self.config.num_simulations)
         if root is None:
             root = self.root(variables, state)
-        invalid = self.invalid_actions(root.embedding, evaluation, root.prior_logits)  # [B, A]
+        if invalid is None:
+            invalid = self.invalid_actions(root.embedding, evaluation, root.prior_logits)
         if key.ndim == 1:
             return self._search(variables, root, invalid, key, evaluation, sims)
 
