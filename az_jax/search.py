@@ -104,21 +104,23 @@ def _threats(env, state, children):
 
 
 def _forced_win_moves(env, state, children, depth: int, width: int):
-    """bool[A]: moves that win by force in at most `depth` (>= 2) of the mover's moves.
+    """bool[depth - 1, A]: row j, the moves that win by force within j + 2 of the mover's
+    moves (rows grow: a win within 2 is a win within 3).
 
     A threat search over the real rules: the mover (attacker) plays only forcing moves,
-    the `width` with the most threats at each of its turns; after each, every reply of
-    the defender is stepped, and those that leave the attacker a win at once are refuted.
-    No reply left: the move wins. One reply left (a forced block): the search goes on from
-    there. More: given up. So a True is a proof (every reply was played), a False only
-    means "not found within depth and width" (sound, not complete).
+    the `width` with the most threats at each of its turns. After each, the defender must
+    stop every winning move the attacker now holds: two or more and he cannot (each stays
+    winning until played: the `winning_moves` contract), none left after the one block and
+    he has lost, else the search goes on from the block. So a True is a proof over every
+    reply, a False only means "not found within depth and width" (sound, not complete).
     """
     threats = _threats(env, state, children)  # int32[A]
     k = min(width, env.num_actions)
     count, top = jax.lax.top_k(threats, k)  # the k most threatening moves
     candidates = jax.tree.map(lambda x: x[top], children)
-    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1, width))(candidates)
-    return jnp.zeros(env.num_actions, jnp.bool_).at[top].set(won & (count > 0))
+    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1, width))(candidates)  # [k, d-1]
+    won = won & (count > 0)[:, None]
+    return jnp.zeros((depth - 1, env.num_actions), jnp.bool_).at[:, top].set(won.T)
 
 
 def forced_wins(env, state, depth: int = DEFAULT_THREAT_DEPTH,
@@ -127,24 +129,29 @@ def forced_wins(env, state, depth: int = DEFAULT_THREAT_DEPTH,
     mover's moves, among the `width` most threatening (see `_forced_win_moves`). One game
     (vmap for a batch); the game must have `env.winning_moves`. A win at once is not
     included (`tactical_mask` looks for it first)."""
-    return _forced_win_moves(env, state, _step_all(env, state), depth, width)
+    return _forced_win_moves(env, state, _step_all(env, state), depth, width)[-1]
 
 
 def _defender_loses(env, state, depth: int, width: int):
-    """bool[]: the defender, to move in `state`, loses to the attacker's forced win in at
-    most `depth` (>= 1) more attacker moves (see `_forced_win_moves`)."""
-    replies = _step_all(env, state)
+    """bool[depth]: element i, the defender (to move in `state`) loses to a forced win
+    within i + 1 more moves of the attacker (see `_forced_win_moves`)."""
     attacker = 1 - state.current_player
-    alive = state.legal_action_mask & ~_can_win(env, replies, attacker)  # bool[A]
+    threats = env.winning_moves(state, attacker)  # bool[A]: what he must stop now
+    count = threats.sum()
+    after = env.step(state, jnp.argmax(threats))  # the one block, when count == 1
+    holds = (count == 1) & ~_can_win(env, jax.tree.map(lambda x: x[None], after),
+                                     attacker)[0]
+    lost = (count >= 2) | ((count == 1) & ~holds)
+    if env.max_steps is not None:  # a reply might end the game by the move limit: a draw
+        lost = lost & (state.step_count + 1 < env.max_steps)
     if depth == 1:
-        return ~alive.any()
-    forced = jax.tree.map(lambda x: x[jnp.argmax(alive)], replies)  # the one block
-    then = _forced_win_moves(env, forced, _step_all(env, forced), depth, _INNER_WIDTH)
-    return ~alive.any() | ((alive.sum() == 1) & then.any())
+        return lost[None]
+    then = _forced_win_moves(env, after, _step_all(env, after), depth, _INNER_WIDTH).any(-1)
+    return jnp.concatenate([lost[None], lost | (holds & ~after.done & then)])
 
 
 def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
-                  depth: int = 3, width: int = 8):
+                  depth: int = DEFAULT_THREAT_DEPTH, width: int = DEFAULT_THREAT_WIDTH):
     """The root moves that stay valid once what the rules decide a few moves ahead is
     known. One game.
 
@@ -184,17 +191,17 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     if tactics == "win_and_block" or not env.has_winning_moves:
         return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
     # "threats": the fastest forced win, else no move that allows one in two.
+    found = _forced_win_moves(env, state, children, depth, width)  # [depth - 1, A]
     forced = jnp.zeros_like(legal)
-    for d in range(depth, 1, -1):  # a shorter win found overrides a longer one
-        found = _forced_win_moves(env, state, children, d, width)
-        forced = jnp.where(found.any(), found, forced)
+    for row in found[::-1]:  # a shorter win found overrides a longer one
+        forced = jnp.where(row.any(), row, forced)
     prior = jnp.zeros(legal.shape, jnp.float32) if prior is None else prior
 
     def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
         _, checked = jax.lax.top_k(jnp.where(moves, prior, -jnp.inf),
                                    min(_DEFENCES_CHECKED, env.num_actions))
         wins = jax.vmap(lambda c: _forced_win_moves(env, c, _step_all(env, c), 2,
-                                                    _INNER_WIDTH))(
+                                                    _INNER_WIDTH)[0])(
             jax.tree.map(lambda x: x[checked], children))
         return checked, wins
 

@@ -160,9 +160,11 @@ class Env(abc.ABC):
 
         One game, pure, jittable. Whoever is to move in `state`: the search asks it for
         the side that just moved too (its threats). A finished state has none. For the
-        mover it must equal the legal moves that `step` ends with the mover winning
-        (`envs.testing.api_test` checks both players against `step`). Optional: games
-        that implement it set `has_winning_moves`.
+        mover it must equal the legal moves that `step` ends with the mover winning, and a
+        winning move must stay winning after any other move of the other side (only
+        playing on it stops it: the search's threat proofs step no other reply).
+        `envs.testing.api_test` checks both against `step`. Optional: games that
+        implement it set `has_winning_moves`.
         """
         del state, player
         raise NotImplementedError(f"{type(self).__name__} has no winning_moves "

@@ -116,7 +116,17 @@ def _winning_moves_check(env):
         hook = jnp.stack([env.winning_moves(state, jnp.int32(p)) for p in (0, 1)])
         return hook, jnp.stack([by_step(state, p) for p in (0, 1)])
 
+    def persist(state):  # bool[A]: the other side's wins that some reply of the mover undid
+        other = 1 - state.current_player
+        wins = env.winning_moves(state, other)
+        after = jax.vmap(env.step, in_axes=(None, 0))(state, actions)
+        still = jax.vmap(env.winning_moves, in_axes=(0, None))(after, other)  # [A, A]
+        undone = wins[None, :] & ~still & (actions[:, None] != actions[None, :])
+        replies = state.legal_action_mask & ~after.done
+        return (undone & replies[:, None]).any(0)
+
     compare = jax.jit(jax.vmap(both))
+    undone = jax.jit(jax.vmap(persist))
 
     def check(states):
         hook, ref = compare(states)
@@ -124,6 +134,9 @@ def _winning_moves_check(env):
         np.testing.assert_array_equal(
             np.asarray(hook), np.asarray(ref),
             err_msg="winning_moves disagrees with step (game, player, action)")
+        assert not np.asarray(undone(states)).any(), (
+            "a winning move of the side that just moved stopped winning after another move "
+            "of the mover (winning_moves' contract: only playing on it stops it)")
 
     return check
 
