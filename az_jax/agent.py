@@ -156,12 +156,15 @@ class Agent:
         self._step = jax.jit(self.env.step)
         self._think_jit = jax.jit(self._think_batch,
                                   static_argnames=("num_simulations", "evaluation"))
-        self._mask_jit = jax.jit(self._mask_batch)
+        self._mask_jit = jax.jit(self._mask_batch, static_argnames=("tactics",))
         self._plain_jit = jax.jit(lambda state: ~state.legal_action_mask[None])
         # Masks are committed to the variables' device: the compiled search then takes
         # either kind (`root_mask`, `plain_mask`) without compiling again.
         self._device = next(iter(jax.tree.leaves(self.variables)[0].devices()))
         self.mask_seconds: float | None = None  # the last `root_mask`, once compiled
+        # The root tactics of every search (one of search.TACTICS); None: the config's
+        # search.eval_tactics. The Gomocup brain lowers it to fit INFO max_memory.
+        self.tactics: str | None = None
         self._key = jax.random.PRNGKey(seed)
         self._lock = threading.Lock()
 
@@ -210,19 +213,22 @@ class Agent:
         return None
 
     # ------------------------------------------------------------------ search
-    def _mask_batch(self, variables, state):
+    def _mask_batch(self, variables, state, tactics=None):
         batch = jax.tree.map(lambda x: x[None], state)
         root = self._search.root(variables, batch)
-        return self._search.invalid_actions(batch, evaluation=True, prior=root.prior_logits)
+        return self._search.invalid_actions(batch, evaluation=True, prior=root.prior_logits,
+                                            tactics=tactics)
 
-    def root_mask(self, state) -> jax.Array:
+    def root_mask(self, state, tactics: str | None = None) -> jax.Array:
         """bool[1, A]: the moves the search may not play from `state` under the evaluation
-        tactics (`search.eval_tactics`), for the searches of one position (`think_for`'s
-        chunks use one mask); `mask_seconds` is how long it took."""
+        tactics (`tactics`, else `self.tactics`, else `search.eval_tactics`), for the
+        searches of one position (`think_for`'s chunks use one mask); `mask_seconds` is how
+        long it took."""
         with self._lock:
             t0 = time.perf_counter()
             invalid = jax.block_until_ready(jax.device_put(
-                self._mask_jit(self.variables, state), self._device))
+                self._mask_jit(self.variables, state, tactics=tactics or self.tactics),
+                self._device))
             self.mask_seconds = time.perf_counter() - t0
         return invalid
 

@@ -51,8 +51,10 @@ default ~/.cache/az_jax/jax; "off" disables it), so later starts are fast: --pre
 fills it once after installing.
 
 Memory: XLA runs on one thread with no thread pool; the JAX runtime alone is ~190 MB, a
-brain whose search is cached ~290-310 MB (a compile adds ~250 MB at its peak). INFO
-max_memory below 350 MB gets ERROR.
+brain whose search is cached ~290-320 MB with `win_and_block` root tactics, ~410 MB with
+the threat search (its program adds ~100 MB as it loads; a compile adds ~250 MB at its
+peak). INFO max_memory below 480 MB, read when the model is loaded (managers send it just
+after START), selects `win_and_block`; below 350 MB gets ERROR.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ TIME_SHARE = 0.8  # of the move's budget used for searching
 SAFETY_S = 0.010  # seconds kept back for the tactical check, output and the pipe
 MIN_SIZE, MAX_SIZE = 5, 22  # envs/gomoku.py
 MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 board)
+# Below this INFO max_memory the root tactics are win_and_block, not the threat search,
+# whose compiled program adds ~100 MB to the peak when it loads (~410 MB in all on 9x9).
+THREATS_MEMORY_MB = 480
 RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
 # Shipped models played first wherever they fit: gomoku_conv beat gomoku_15x15's results on
 # 15x15 (README, "Gomocup brain": 4-0-0 / 3-0-1 against onestep / gomokubench:easy, where
@@ -342,6 +347,8 @@ class Brain:
     def _load(self, key, box) -> None:
         try:
             agent = self.loader(*key)
+            # Read now, late: managers send INFO max_memory just after START.
+            agent.tactics = self._tactics_for_memory()
             t0 = time.perf_counter()
             state = agent.new_game()
             agent.play(state, 0)  # compiles the step
@@ -372,6 +379,13 @@ class Brain:
         if "agent" in box and self._chunk_s is None:
             self._chunk_s = box.get("chunk_s")
         return box.get("agent")
+
+    def _tactics_for_memory(self) -> str | None:
+        """The root tactics that fit INFO max_memory: `win_and_block` below
+        THREATS_MEMORY_MB (the threat search's program adds ~100 MB when it loads), else
+        None (the model's `search.eval_tactics`, `threats` by default)."""
+        limit = self.info["max_memory"]
+        return "win_and_block" if limit and limit < THREATS_MEMORY_MB * 2**20 else None
 
     def _check_memory(self) -> None:
         limit = self.info["max_memory"]

@@ -319,13 +319,18 @@ class Search:
             k = max(k, num_simulations // self.sims_per_considered)
         return min(k, self.env.num_actions)
 
-    def invalid_actions(self, state, evaluation: bool = False, prior=None):
+    def invalid_actions(self, state, evaluation: bool = False, prior=None,
+                        tactics: str | None = None):
         """bool[B, A]: the root moves the search may not play (illegal, or pruned by tactics).
 
-        `tactics` rules self-play searches, `eval_tactics` evaluation ones. `prior`: the
-        network's logits [B, A] at the roots ("threats" checks the defence of its favourites).
+        `tactics` rules self-play searches, `eval_tactics` evaluation ones, unless the
+        `tactics` argument names another of `TACTICS`. `prior`: the network's logits [B, A]
+        at the roots ("threats" checks the defence of its favourites).
         """
-        tactics = self.tactics[bool(evaluation)]
+        if tactics is None or not self.env.deterministic:
+            tactics = self.tactics[bool(evaluation)]
+        elif tactics not in TACTICS:
+            raise ValueError(f"tactics={tactics!r}; accepted: {', '.join(TACTICS)}")
         if tactics == "none":
             return ~state.legal_action_mask
         batch, num_actions = state.legal_action_mask.shape
