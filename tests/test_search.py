@@ -174,7 +174,8 @@ def test_tactical_mask_hand_worked():
     """The one-ply facts themselves: the winning point, the block, and nothing else."""
     for env, (win, block), decisive, _ in TACTICAL.values():
         states = _play(env, win, block)
-        for tactics, expect_block in (("win", False), ("win_and_block", True)):
+        for tactics, expect_block in (("win", False), ("win_and_block", True),
+                                      ("threats", True)):
             mask = np.asarray(jax.jit(jax.vmap(
                 lambda st, t=tactics, e=env: search.tactical_mask(e, st, t)))(states))
             only = np.zeros(env.num_actions, bool)
@@ -184,12 +185,14 @@ def test_tactical_mask_hand_worked():
             np.testing.assert_array_equal(mask[1], only if expect_block else legal)
 
 
-@pytest.mark.parametrize(("game", "policy", "evaluation"), [
-    ("gomoku", "gumbel", True), ("gomoku", "gumbel", False), ("gomoku", "muzero", True),
-    ("gomoku", "muzero", False), ("connect4", "gumbel", True), ("connect4", "muzero", False)])
-def test_one_simulation_wins_and_blocks(game, policy, evaluation):
+@pytest.mark.parametrize(("game", "policy", "evaluation", "tactics"), [
+    ("gomoku", "gumbel", True, "win_and_block"), ("gomoku", "gumbel", False, "win_and_block"),
+    ("gomoku", "muzero", True, "win_and_block"), ("gomoku", "muzero", False, "win_and_block"),
+    ("connect4", "gumbel", True, "win_and_block"), ("connect4", "muzero", False, "threats"),
+    ("gomoku", "gumbel", True, "threats")])
+def test_one_simulation_wins_and_blocks(game, policy, evaluation, tactics):
     """A single simulation plays the win in one and the only block, against the prior."""
-    out, decisive = _tactical_run(game, policy, "win_and_block", evaluation)
+    out, decisive = _tactical_run(game, policy, tactics, evaluation)
     np.testing.assert_array_equal(out.action, [decisive, decisive])
     weights = np.asarray(out.action_weights)
     assert np.all(np.isfinite(weights))
