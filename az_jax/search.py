@@ -19,13 +19,21 @@ is played with a vmapped `env.step`, and what is decided one move ahead is known
 
   "win":           if some move wins at once, only the winning moves stay valid at the root.
   "win_and_block": also, if some move leaves the opponent no winning reply, the moves that
-                   do leave one are masked (an A x A batch of env steps per root).
+                   do leave one are masked (one `env.winning_moves` scan per child where the
+                   game has the hook, else an A x A batch of env steps per root).
+  "threats":       also (games with `winning_moves`), the first moves of the fastest forced
+                   win by continuous threats within `threat_depth` moves, if any; else the
+                   moves after which the opponent has a forced win in two are masked,
+                   among the network's favourites and the opponent's key points
+                   (`tactical_mask`, `_forced_win_moves`).
 
-Both prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a move the
-opponent answers with a win is the worst), and they go through mctx's `invalid_actions`,
-so they hold for Gumbel (whose considered set is then drawn among the kept moves) and PUCT,
-with and without root noise. When nothing is decided, or every move loses, the mask is the
-legal mask and the search is exactly the plain one.
+The prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a move the
+opponent answers with a win is the worst; a forced win is proved over every reply), and
+they go through mctx's `invalid_actions`, so they hold for Gumbel (whose considered set is
+then drawn among the kept moves) and PUCT, with and without root noise. The one exception
+is "threats" facing a win in two: it keeps only the checked moves that hold, when some do,
+though an unchecked move might hold too. When nothing is decided, or every move loses, the
+mask is the legal mask and the search is exactly the plain one.
 """
 
 from __future__ import annotations
