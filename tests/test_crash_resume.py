@@ -56,9 +56,10 @@ def _complete_steps(workdir):
     return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
 
 
-def _saving(workdir):
+def _saving(workdir) -> set[str]:
+    """The temporary directories of saves under way (or left by a killed one)."""
     d = Path(workdir) / "checkpoints"
-    return d.exists() and any("tmp" in p.name for p in d.iterdir())
+    return {p.name for p in d.iterdir() if "tmp" in p.name} if d.exists() else set()
 
 
 def _params(workdir):
@@ -79,14 +80,14 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
     kills, kills_in_save = 0, 0
     with open(log_path, "w") as log:
         while kills < KILLS:
-            before = _complete_steps(run)
+            before, stale = _complete_steps(run), _saving(run)  # a killed save's leftovers
             proc = _start(run, cache, log)
             # Every other kill lands as soon as a save is under way; the others after one
             # more complete checkpoint plus a random fraction of a second (mid-iteration or
             # mid-save), so the run makes progress between kills.
             want_save, deadline = kills % 2 == 0, None
             while proc.poll() is None:
-                if want_save and _saving(run) and _complete_steps(run) == before:
+                if want_save and _saving(run) - stale:
                     break
                 if not want_save and len(_complete_steps(run)) and (
                         max(_complete_steps(run)) > max(before or [0])):
@@ -95,7 +96,7 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
                         break
                 time.sleep(0.002)
             assert proc.poll() is None, f"the run ended before kill {kills + 1}"
-            in_save = _saving(run)
+            in_save = bool(_saving(run) - stale)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
