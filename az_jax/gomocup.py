@@ -42,7 +42,7 @@ not even one chunk fits (or the search is still compiling) the move comes from a
 tactical check (win now, else block a five, else next to the stones). A move that wins at
 once is always played, and a five the opponent threatens is always blocked. Before the
 first chunk, the search's root tactics (`search.eval_tactics`, default `threats`: a forced
-win by fours, a block, no move that leaves an open three open; ~10 ms on 9x9, ~70 ms on
+win by fours, a block, no move that leaves an open three open; ~7 ms on 9x9, ~50 ms on
 15x15 on a CPU core) are computed once when they and a chunk fit the budget; else the
 chunks search without them. --sims N
 searches exactly N simulations per move and ignores the clock (START then answers once the

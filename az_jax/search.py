@@ -126,7 +126,7 @@ def _forced_win_moves(env, state, children, depth: int, width: int):
     k = min(width, env.num_actions)
     count, top = jax.lax.top_k(threats, k)  # the k most threatening moves
     candidates = jax.tree.map(lambda x: x[top], children)
-    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1, width))(candidates)  # [k, d-1]
+    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1))(candidates)  # [k, depth - 1]
     won = won & (count > 0)[:, None]
     return jnp.zeros((depth - 1, env.num_actions), jnp.bool_).at[:, top].set(won.T)
 
@@ -140,7 +140,7 @@ def forced_wins(env, state, depth: int = DEFAULT_THREAT_DEPTH,
     return _forced_win_moves(env, state, _step_all(env, state), depth, width)[-1]
 
 
-def _defender_loses(env, state, depth: int, width: int):
+def _defender_loses(env, state, depth: int):
     """bool[depth]: element i, the defender (to move in `state`) loses to a forced win
     within i + 1 more moves of the attacker (see `_forced_win_moves`)."""
     attacker = 1 - state.current_player
@@ -170,15 +170,15 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
       chunk: children whose replies are stepped at once ("win_and_block" without the
         `winning_moves` hook); None = all A.
       prior: float[A] the network's logits at the root ("threats": the defence checks the
-        `width` moves it likes best); None = by action order.
+        `_DEFENCES_CHECKED` moves it likes best); None = by action order.
       depth, width: "threats": the longest forced win searched (the mover's moves, the
         winning one included) and the forcing moves tried per turn.
     Returns:
       bool[A], the first of these that is non-empty: the winning moves; ("threats") the
       first moves of a forced win in the fewest moves up to `depth`; (from
       "win_and_block") the moves after which the opponent has no winning reply, less
-      ("threats") those of the `width` checked after which he has a forced win in two;
-      the legal moves.
+      ("threats") those checked after which he has a forced win in two (or, when some
+      checked move holds against one, only those); the legal moves.
     """
     legal = state.legal_action_mask  # bool[A]
     if tactics == "none":
@@ -343,8 +343,6 @@ class Search:
             return ~state.legal_action_mask
         batch, num_actions = state.legal_action_mask.shape
         chunk = max(1, min(num_actions, _REPLY_STATES_PER_CHUNK // (batch * num_actions)))
-        if prior is None:
-            prior = jnp.zeros(state.legal_action_mask.shape, jnp.float32)
         mask = jax.vmap(functools.partial(
             tactical_mask, self.env, tactics=tactics, chunk=chunk, depth=self.threat_depth,
             width=self.threat_width))(state, prior=prior)
