@@ -41,13 +41,13 @@ def get_config() -> ml_collections.ConfigDict:
     # "win_and_block": also mask the moves that leave the opponent a win in one, when some
     # move does not. "threats" (games with `winning_moves`, else as win_and_block): also
     # play a forced win by continuous threats (a VCF) of up to threat_depth moves when
-    # there is one, and mask the threat_width best-liked moves that allow the opponent one
-    # in two (an open three left open). "none": the plain search. README "Tactical safety
-    # of the search" has what each costs and gains.
+    # there is one, and mask the network's favourite moves that allow the opponent one in
+    # two (an open three left open). "none": the plain search. README "Tactical safety of
+    # the search" has what each costs and gains.
     c.search.tactics = "none"  # self-play searches (README)
     c.search.eval_tactics = "threats"  # evaluation searches (arena, play, web, gomocup)
     c.search.threat_depth = 3  # "threats": the mover's moves in the longest forced win
-    c.search.threat_width = 8  # "threats": forcing moves tried per turn, defences checked
+    c.search.threat_width = 16  # "threats": forcing moves tried at the root (search.py)
     # gumbel, evaluation only: the considered set grows to num_simulations // this when that
     # exceeds max_num_considered_actions (800 simulations: 50 moves). 0 = no growth.
     c.search.eval_sims_per_considered = 16

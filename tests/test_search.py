@@ -275,15 +275,20 @@ def test_configs_saved_before_the_fields_existed_still_load():
     from configs import default
 
     c = default.get_config()
-    assert (c.search.tactics, c.search.eval_tactics, c.search.eval_sims_per_considered) == (
+    fields = ("tactics", "eval_tactics", "eval_sims_per_considered", "threat_depth",
+              "threat_width")
+    assert tuple(c.search[f] for f in fields) == (
         search.DEFAULT_TACTICS, search.DEFAULT_EVAL_TACTICS,
-        search.DEFAULT_EVAL_SIMS_PER_CONSIDERED)  # one default, for old configs and new
-    for field in ("tactics", "eval_tactics", "eval_sims_per_considered"):
+        search.DEFAULT_EVAL_SIMS_PER_CONSIDERED, search.DEFAULT_THREAT_DEPTH,
+        search.DEFAULT_THREAT_WIDTH)  # one default, for old configs and new
+    for field in fields:
         del c.search[field]
     config_lib.validate(c, 1)
     s = search.make_search(ENV, NET, c.search)
     assert s.tactics == {False: search.DEFAULT_TACTICS, True: search.DEFAULT_EVAL_TACTICS}
     assert s.sims_per_considered == search.DEFAULT_EVAL_SIMS_PER_CONSIDERED
+    assert (s.threat_depth, s.threat_width) == (search.DEFAULT_THREAT_DEPTH,
+                                                search.DEFAULT_THREAT_WIDTH)
     c.search.tactics = "always"
     with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
         config_lib.validate(c, 1)
