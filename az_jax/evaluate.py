@@ -30,7 +30,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
   checkpoint:latest      the newest checkpoint of this workdir (searching with --sims)
   checkpoint:latest-K    the newest checkpoint at least K iterations older than the latest
   checkpoint:ITER        the checkpoint of iteration ITER
-  checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default)
+  checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default);
+                         a conv-head network (network.head=conv) of another board size too
   baghchal-minimax:D     the PyPI baghchal package's minimax engine at depth D (Bagh-Chal
                          only; a host-side Python loop, see az_jax/eval/external.py)
   gomokubench:LEVEL      the PyPI gomokubench alpha-beta, LEVEL easy|standard|hard

@@ -52,7 +52,7 @@ ERRORS = {
     "unknown opponent": (["--workdir", "{ttt}", "--against", "random,alphabeta"],
                          "unknown opponent 'alphabeta'; accepted forms: random"),
     "other game": (["--workdir", "{ttt}", "--against", "checkpoint:{c4}"],
-                   "is for connect4({}), not tictactoe({})"),
+                   "trained for Connect4(); it cannot play TicTacToe()"),
     "solver set, other game": (["--workdir", "{ttt}", "--solver-set", str(SOLVER_SET)],
                                "the solver benchmark is for connect4"),
     "malformed solver file": (["--workdir", "{c4}", "--solver-set", "{bad}"],
@@ -123,3 +123,21 @@ def test_solver_set_run(runs, capsys):
             if line.startswith("connect4_solver_200.txt")]
     assert [r[1] for r in rows] == ["random", "iter-1/greedy", "iter-1/mcts:2"]
     assert all(r[2] == "200" for r in rows)
+
+
+def test_a_conv_network_of_another_size_is_an_opponent(tmp_path, capsys):
+    """A curriculum's earlier stage (a conv head trained on 7x7) plays a 9x9 run; a dense
+    head of another size is refused with a clear error."""
+    from tests.tiny import make_run
+
+    g9 = make_run(tmp_path / "g9", "gomoku", head="conv", size=9)
+    g7 = make_run(tmp_path / "g7", "gomoku", head="conv", size=7)
+    d7 = make_run(tmp_path / "d7", "gomoku", size=7)
+    args = ["--workdir", str(g9), "--games", "2", "--sims", "2", "--quiet", "--no-plots",
+            "--no-elo", "--search-tactics", "none"]
+    assert evaluate.main([*args, "--against", f"checkpoint:{g7}"]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines()
+               if line.startswith("g7/"))
+    assert row[:2] == ["g7/iter-1/mcts:2", "2"]
+    assert evaluate.main([*args, "--against", f"checkpoint:{d7}"]) == 2
+    assert "has a dense head" in capsys.readouterr().err

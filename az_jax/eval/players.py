@@ -361,7 +361,8 @@ class PlayerFactory:
         """A saved network (this run's or another run's) searching with `sims` simulations.
 
         Raises:
-          FileNotFoundError: no such checkpoint; ValueError: a checkpoint of another game.
+          FileNotFoundError: no such checkpoint; ValueError: a checkpoint of another game,
+            or of another board size with a dense head.
         """
         workdir = opp.workdir or self.workdir
         if workdir is None:
@@ -373,7 +374,11 @@ class PlayerFactory:
         if key not in self._restored:
             while len(self._restored) >= 4:  # keep the cache small
                 self._restored.pop(next(iter(self._restored)))
-            self._restored[key] = ckpt.restore(workdir, step=step, env=self.env)
+            # Another run may be a conv-head network of another board size (a curriculum's
+            # earlier stage): it plays this one (`ckpt.play_env_for`).
+            self._restored[key] = (ckpt.restore(workdir, step=step, env=self.env)
+                                   if opp.workdir is None else
+                                   ckpt.restore(workdir, step=step, play_env=self.env))
         restored = self._restored[key]
         if opp.workdir is None:  # this run: same network, same compiled search
             return self.network(restored.variables, f"iter-{step}", sims)
