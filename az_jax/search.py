@@ -24,8 +24,10 @@ is played with a vmapped `env.step`, and what is decided one move ahead is known
   "threats":       also (games with `winning_moves`), the first moves of the fastest forced
                    win by continuous threats within `threat_depth` moves, if any; else the
                    moves after which the opponent has a forced win in two are masked,
-                   among the network's favourites and the opponent's key points
-                   (`tactical_mask`, `_forced_win_moves`).
+                   among the network's favourites and the opponent's key points; a four
+                   that only delays his win (it is still there after his forced block)
+                   does not count as a defence (`tactical_mask`, `_forced_win_moves`,
+                   `_wins_in_two_despite`).
 
 The prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a move the
 opponent answers with a win is the worst; a forced win is proved over every reply), and
@@ -158,6 +160,28 @@ def _defender_loses(env, state, depth: int):
     return jnp.concatenate([lost[None], lost | (holds & ~after.done & then)])
 
 
+def _wins_in_two_despite(env, child, me):
+    """bool[A]: the opponent's (to move in `child`, after a move of `me`) first moves of a
+    forced win within two of his moves.
+
+    If `me`'s move made a four (one winning point: his only reply that does not lose is to
+    block it, as `safe` leaves him no win at once), it only delays: the position examined
+    is the one after his block and a null move of `me` (the same stones, his move again;
+    the rules read the mover from `current_player`, as `winning_moves`' check in
+    `envs.testing` does). His threat must be gone there, not merely postponed; a block that
+    makes him a winning point counts against the four too.
+    """
+    opponent = 1 - me
+    ours = env.winning_moves(child, me)  # bool[A]
+    blocked = env.step(child, jnp.argmax(ours))
+    passed = blocked.replace(current_player=jnp.asarray(opponent, blocked.current_player.dtype))
+    delay = (ours.sum() == 1) & ~blocked.done
+    examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
+    wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
+    countered = delay & env.winning_moves(passed, opponent).any()
+    return wins | (countered & env.winning_moves(passed, opponent))
+
+
 def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
                   depth: int = DEFAULT_THREAT_DEPTH, width: int = DEFAULT_THREAT_WIDTH):
     """The root moves that stay valid once what the rules decide a few moves ahead is
@@ -178,7 +202,8 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
       first moves of a forced win in the fewest moves up to `depth`; (from
       "win_and_block") the moves after which the opponent has no winning reply, less
       ("threats") those checked after which he has a forced win in two (or, when some
-      checked move holds against one, only those); the legal moves.
+      checked move holds against one, only those; a four holds only if his threat is
+      gone once he has blocked it, see `_wins_in_two_despite`); the legal moves.
     """
     legal = state.legal_action_mask  # bool[A]
     if tactics == "none":
@@ -208,8 +233,7 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
         _, checked = jax.lax.top_k(jnp.where(moves, prior, -jnp.inf),
                                    min(_DEFENCES_CHECKED, env.num_actions))
-        wins = jax.vmap(lambda c: _forced_win_moves(env, c, _step_all(env, c), 2,
-                                                    _INNER_WIDTH)[0])(
+        wins = jax.vmap(lambda c: _wins_in_two_despite(env, c, state.current_player))(
             jax.tree.map(lambda x: x[checked], children))
         return checked, wins
 
