@@ -6,9 +6,9 @@
     python -m az_jax.gomocup --workdir runs/gomoku --chunk 16   # a run of train.py
 
 Without a source flag the brain picks, at START, a shipped model (az_jax/models/) for the
-board size and INFO rule: gomoku_conv where it fits (the strongest), else one trained on
-that size, else a fully convolutional one
-(network.head="conv", any size 5-22) trained for the rule. INFO rule may come after START:
+board size and INFO rule: of those that play it (a model trained on that size, or a fully
+convolutional one, network.head="conv", any size 5-22), the one trained nearest that size,
+ties by PREFERRED (gomoku_15x15 plays 15x15 and 20x20). INFO rule may come after START:
 the choice is made again (gomoku_conv_exact plays exactly five). No model for the rule
 (renju, caro): ERROR.
 
@@ -87,10 +87,10 @@ MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 bo
 # whose compiled program adds ~100 MB to the peak when it loads (~410 MB in all on 9x9).
 THREATS_MEMORY_MB = 480
 RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
-# Shipped models played first wherever they fit: gomoku_conv beat gomoku_15x15's results on
-# 15x15 (README, "Gomocup brain": 4-0-0 / 3-0-1 against onestep / gomokubench:easy, where
-# gomoku_15x15 scored 1-0-3 / 0-0-4).
-PREFERRED = ("gomoku_conv",)
+# Between shipped models trained equally near the board's size, the first of these: the
+# retrained gomoku_15x15 and gomoku_9x9 (conv heads) beat gomoku_conv on their sizes
+# (README, Shipped models: 19-0-1 on 15x15).
+PREFERRED = ("gomoku_15x15", "gomoku_9x9", "gomoku_conv")
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
@@ -165,8 +165,9 @@ def shipped_gomoku_models() -> list[Model]:
 
 
 def choose(models: list[Model], size: int, rule: str) -> Model:
-    """The model for a size x size board under `rule`: a `PREFERRED` one, else one trained
-    on that size, else a conv-head one (trained nearest that size).
+    """The model for a size x size board under `rule`: of those that play it (trained on
+    that size, or a conv head), the one trained nearest that size; ties go to the first
+    in `PREFERRED`, then by name.
 
     Raises:
       ValueError: none fits, saying what the models play.
@@ -179,8 +180,8 @@ def choose(models: list[Model], size: int, rule: str) -> Model:
             raise ValueError(f"no model for {rule} gomoku; have {have or 'none'}")
         raise ValueError(f"unsupported size {size}: no model plays {rule} gomoku on "
                          f"{size}x{size} boards; have {have or 'none'}")
-    return min(fits, key=lambda m: (m.name not in PREFERRED, m.size != size,
-                                    abs(m.size - size), m.name))
+    rank = {name: i for i, name in enumerate(PREFERRED)}
+    return min(fits, key=lambda m: (abs(m.size - size), rank.get(m.name, len(rank)), m.name))
 
 
 def configure_jax() -> None:

@@ -99,8 +99,11 @@ def test_model_choice_by_size_and_rule():
         gomocup.choose(models, 15, "standard")
     with pytest.raises(ValueError, match="no model for standard gomoku"):
         gomocup.choose(models[:2], 15, "standard")
-    shipped = [_model("gomoku_15x15", 15), _model("gomoku_conv", 9, head="conv")]
-    assert gomocup.choose(shipped, 15, "freestyle").name == "gomoku_conv"  # PREFERRED
+    shipped = [_model("gomoku_15x15", 15, head="conv"), _model("gomoku_9x9", 9, head="conv"),
+               _model("gomoku_conv", 9, head="conv")]
+    for size, name in ((15, "gomoku_15x15"), (20, "gomoku_15x15"), (9, "gomoku_9x9"),
+                       (12, "gomoku_15x15"), (11, "gomoku_9x9"), (5, "gomoku_9x9")):
+        assert gomocup.choose(shipped, size, "freestyle").name == name, size  # then PREFERRED
 
 
 def test_shipped_models_serve_both_rules_at_gomocup_sizes():
