@@ -196,18 +196,25 @@ def test_one_simulation_plays_a_hidden_vcf(policy, evaluation):
     assert int(out.action[0]) in vcf, env.action_to_str(int(out.action[0]))
 
 
-def test_one_simulation_stops_an_open_three():
-    """White has an open three (C5 D5 E5) and black no threat: the prior hides every
-    defence (per the numpy solver) and one simulation still plays one."""
+@pytest.mark.parametrize(("stones", "prefer"), [
+    # White has an open three (C5 D5 E5) and black no threat.
+    (("A1", "C5", "I1", "D5", "A9", "E5"), "I9"),
+    # The same three; black's D1 makes a four (A1-D1) that white blocks at E1, after which
+    # the open three is still there: a delay, not a defence.
+    (("A1", "C5", "B1", "D5", "C1", "E5"), "D1"),
+], ids=["open three", "a four that only delays"])
+def test_one_simulation_stops_an_open_three(stones, prefer):
+    """The prior hides every defence (per the numpy solver) and likes `prefer` best, which
+    is not one; one simulation still plays a defence."""
     env = envs.make("gomoku", size=9)
     n = 9
     pt = lambda name: (n - int(name[1:])) * n + ord(name[0]) - 65  # noqa: E731
-    moves = [pt(m) for m in ("A1", "C5", "I1", "D5", "A9", "E5")]  # black to move
+    moves = [pt(m) for m in stones]  # black to move
     board, player = gt.board_from_moves(moves, n)
     threats, defences = gt.open_three_defences(board, player)
-    assert threats.any() and 0 < defences.sum() < 20
+    assert threats.any() and 0 < defences.sum() < 20 and not defences.flat[pt(prefer)]
     defences = np.flatnonzero(defences.reshape(-1))
-    s = _blind_search(env, prefer=pt("I9"), hide=defences, policy="gumbel")
+    s = _blind_search(env, prefer=pt(prefer), hide=defences, policy="gumbel")
     out = jax.jit(lambda st, k: s(None, st, k, evaluation=True))(
         _states(env, [moves]), jax.random.PRNGKey(0))
     assert int(out.action[0]) in defences, env.action_to_str(int(out.action[0]))
@@ -218,23 +225,3 @@ def test_bad_threat_settings_are_rejected():
     c.threat_depth = 1
     with pytest.raises(ValueError, match="threat_depth=1 must be >= 2"):
         search.make_search(envs.make("tictactoe"), None, c)
-
-
-def test_a_four_that_only_delays_is_no_defence():
-    """White has an open three (C5 D5 E5); black's D1 makes a four (A1-D1) that white
-    blocks at E1, after which the open three is still there. The prior likes D1 best; the
-    search must play a real defence (per the numpy solver), not the delay."""
-    env = envs.make("gomoku", size=9)
-    n = 9
-    pt = lambda name: (n - int(name[1:])) * n + ord(name[0]) - 65  # noqa: E731
-    moves = [pt(m) for m in ("A1", "C5", "B1", "D5", "C1", "E5")]  # black to move
-    board, player = gt.board_from_moves(moves, n)
-    threats, defences = gt.open_three_defences(board, player)
-    four = pt("D1")
-    assert gt.winning_points(gt._with(board, four, player), player).sum() == 1
-    assert threats.any() and not defences.reshape(-1)[four]
-    defences = np.flatnonzero(defences.reshape(-1))
-    s = _blind_search(env, prefer=four, hide=defences, policy="gumbel")
-    out = jax.jit(lambda st, k: s(None, st, k, evaluation=True))(
-        _states(env, [moves]), jax.random.PRNGKey(0))
-    assert int(out.action[0]) in defences, env.action_to_str(int(out.action[0]))
