@@ -178,8 +178,8 @@ def _wins_in_two_despite(env, child, me):
     delay = (ours.sum() == 1) & ~blocked.done
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
     wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
-    countered = delay & env.winning_moves(passed, opponent).any()
-    return wins | (countered & env.winning_moves(passed, opponent))
+    his_fives = env.winning_moves(passed, opponent)  # his block made him a four
+    return wins | (delay & his_fives)
 
 
 def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
@@ -239,11 +239,14 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
 
     # The network's favourites first; if one of them allows a win in two, the points where
     # the opponent would play it (his key points: an open three's ends) are checked next.
-    checked, wins = refutations(safe)
-    key_points = safe & wins.any(0)
-    checked2, wins2 = refutations(key_points)
-    checked = jnp.concatenate([checked, checked2])
-    beaten = jnp.concatenate([wins.any(-1), wins2.any(-1)])  # bool[2K]
+    # Two rounds of one compiled body (a scan: the threat program is what the Gomocup
+    # brain's memory pays for, by its size): round 2 checks the key points round 1 found.
+    def round_(moves, _):
+        checked, wins = refutations(moves)
+        return safe & wins.any(0), (checked, wins.any(-1))
+
+    _, (checked, beaten) = jax.lax.scan(round_, safe, None, length=2)
+    checked, beaten = checked.reshape(-1), beaten.reshape(-1)  # int32[2K], bool[2K]
     held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win in two
     lost2 = jnp.zeros_like(legal).at[checked].max(beaten & safe[checked])
     # Facing a win in two: the checked moves that hold it, if any; else drop those that don't.
