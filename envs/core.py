@@ -163,8 +163,10 @@ class Env(abc.ABC):
         mover it must equal the legal moves that `step` ends with the mover winning, and a
         winning move must stay winning after any other move of the other side (only
         playing on it stops it: the search's threat proofs step no other reply).
-        `envs.testing.api_test` checks both against `step`. Optional: games that
-        implement it set `has_winning_moves`.
+        `envs.testing.api_test` checks both against `step`, making either player the
+        mover by replacing `current_player`: the rules must read the mover from it (the
+        threat search makes null moves the same way). Optional: games that implement it
+        set `has_winning_moves`.
         """
         del state, player
         raise NotImplementedError(f"{type(self).__name__} has no winning_moves "
