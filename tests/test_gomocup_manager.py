@@ -354,7 +354,8 @@ def test_peak_memory_with_a_warm_cache(conv, cache):
     with `win_and_block` root tactics, but 352-362 MB in two clean-clone CI runs under load
     (cause not found), so that bound is 400 MB and the README says so; a cold compile
     (470-520 MB) fails it. INFO max_memory of 350 MB, sent after START as managers do,
-    must select those tactics; with no limit the threat search loads too (~410 MB)."""
+    must select those tactics; with no limit the threat search loads too (~410 MB quiet,
+    489 MB in a clean-clone CI run under load)."""
     from az_jax.gomocup import THREATS_MEMORY_MB
 
     peaks = {}
