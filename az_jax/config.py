@@ -152,6 +152,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "search.eval_tactics": Choice("az_jax.search", "TACTICS", optional=True),
     "search.threat_depth": Int(2, optional=True),
     "search.threat_width": Int(1, optional=True),
+    "search.node_tactics": Bool(optional=True),
     "network.channels": Int(1),
     "network.num_blocks": Int(0),
     "network.head": Choice("az_jax.network", "HEADS", optional=True),

@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the evaluation search's root tactics for the network under test "
                         "(none, win, win_and_block, threats; default: the run's "
                         "search.eval_tactics, else threats; README 'Tactical safety')")
+    p.add_argument("--node-tactics", choices=("on", "off"), default=None,
+                   help="what one move ahead decides, at every node of the evaluation "
+                        "search's tree (default: the run's search.node_tactics, else on; "
+                        "README 'Tactical safety')")
     p.add_argument("--batch-size", type=int, default=256,
                    help="games per jitted call; --games is rounded up to a multiple")
     p.add_argument("--seed", type=int, default=0)
@@ -175,9 +179,11 @@ def run(args) -> None:
                          f"{', '.join(search_lib.TACTICS)}")
     restored = ckpt.restore(workdir, step=args.checkpoint)
     env, config = restored.env, restored.config
-    if args.search_tactics is not None:
-        with config.unlocked():
+    with config.unlocked():
+        if args.search_tactics is not None:
             config.search.eval_tactics = args.search_tactics
+        if args.node_tactics is not None:
+            config.search.node_tactics = args.node_tactics == "on"
     if sets and env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")

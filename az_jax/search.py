@@ -54,6 +54,9 @@ TACTICS = ("none", "win", "win_and_block", "threats")
 DEFAULT_TACTICS = "none"  # self-play: "win" learned worse in tic-tac-toe (README)
 DEFAULT_EVAL_TACTICS = "threats"  # front ends, arena: tens of ms at a batch of one
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
+# Games with `winning_moves`: every node of a search whose root has tactics also knows what
+# one move ahead decides there (`node_tactics`).
+DEFAULT_NODE_TACTICS = True
 # "threats": the longest forced win looked for (the mover's moves, the winning one
 # included: 3 finds a VCF of three fours) and the forcing moves tried per turn.
 DEFAULT_THREAT_DEPTH = 3
@@ -256,7 +259,38 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
                                         jnp.where(safe.any(), safe, legal))))
 
 
-def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
+def node_tactics(env, state, logits, value, discount: float = 1.0):
+    """What one move ahead decides at a node, from `env.winning_moves` (two board scans,
+    no steps). One node (vmap for a batch); the node's network output is replaced:
+
+      the mover can win at once:   value 1, only the winning moves get prior;
+      the opponent has one winning point (and the mover none): only the block gets prior
+        (every other move loses at once); two or more: value -gamma (he wins after any
+        block: a winning move stays winning until played, the hook's contract).
+
+    Args:
+      env: an env with `has_winning_moves`.
+      state: one env state (unbatched).
+      logits: float[A] the network's prior logits; value: float[] its value for the mover.
+      discount: the search's per-ply gamma (the loss comes one ply after the mover's move).
+    Returns:
+      (logits float[A], value float[]).
+    """
+    mover = state.current_player
+    mine = env.winning_moves(state, mover)  # bool[A]
+    his = env.winning_moves(state, 1 - mover)  # bool[A]
+    win, lost = mine.any(), ~mine.any() & (his.sum() >= 2)
+    if env.max_steps is not None:  # a move limit that comes first makes it a draw
+        win = win & (state.step_count + 1 < env.max_steps)
+        lost = lost & (state.step_count + 2 < env.max_steps)
+    keep = jnp.where(win, mine, jnp.where(his.any() & ~mine.any(), his,
+                                          state.legal_action_mask))
+    logits = jnp.where(keep, logits, jnp.finfo(logits.dtype).min)
+    value = jnp.where(win, 1.0, jnp.where(lost, -discount, value)).astype(value.dtype)
+    return logits, value
+
+
+def make_recurrent_fn(env, apply_fn, discount: float = 1.0, tactics: bool = False):
     """mctx `recurrent_fn` over the env.
 
     Args:
@@ -264,12 +298,16 @@ def make_recurrent_fn(env, apply_fn, discount: float = 1.0):
       apply_fn: `(variables, obs [B, ...], legal_mask [B, A]) -> (logits [B, A], value [B])`.
       discount: per-ply value discount gamma (1 = AlphaZero). With gamma < 1 a win n plies
         away is worth gamma^n, so the search prefers quicker wins and slower losses.
+      tactics: every new node gets `node_tactics` (the env must have `winning_moves`).
     """
 
     def recurrent_fn(variables, key, action, state):
         batch = action.shape[0]
         next_state = jax.vmap(env.step)(state, action, jax.random.split(key, batch))
         logits, value = apply_fn(variables, next_state.observation, next_state.legal_action_mask)
+        if tactics:
+            logits, value = jax.vmap(functools.partial(node_tactics, env, discount=discount))(
+                next_state, logits, value)
         reward = next_state.rewards[jnp.arange(batch), state.current_player]
         done = next_state.done
         out = mctx.RecurrentFnOutput(
@@ -339,7 +377,12 @@ class Search:
             self.tactics = {False: "none", True: "none"}
         self.env, self.apply_fn, self.config = env, apply_fn, config
         # Configs saved before `discount` existed have none: they searched undiscounted.
-        self.recurrent_fn = make_recurrent_fn(env, apply_fn, float(config.get("discount", 1.0)))
+        self.discount = float(config.get("discount", 1.0))
+        nodes = bool(config.get("node_tactics", DEFAULT_NODE_TACTICS)) and env.has_winning_moves
+        # Per mode (evaluation or not): inside the tree too, where the root has tactics.
+        self.node_tactics = {e: nodes and self.tactics[e] != "none" for e in (False, True)}
+        self._recurrent = {e: make_recurrent_fn(env, apply_fn, self.discount,
+                                                self.node_tactics[e]) for e in (False, True)}
 
     def num_considered(self, num_simulations: int, evaluation: bool) -> int:
         """Gumbel's root considered-set size (static).
@@ -375,9 +418,14 @@ class Search:
             width=self.threat_width))(state, prior=prior)
         return ~mask
 
-    def root(self, variables, state) -> mctx.RootFnOutput:
-        """The network's prior logits [B, A] and value [B] at a batch of env states."""
+    def root(self, variables, state, evaluation: bool = False) -> mctx.RootFnOutput:
+        """The network's prior logits [B, A] and value [B] at a batch of env states, with
+        `node_tactics` where the mode's searches use them (as the tree's nodes: self-play
+        reuses a played child's output as the next root)."""
         logits, value = self.apply_fn(variables, state.observation, state.legal_action_mask)
+        if self.node_tactics[bool(evaluation)]:
+            logits, value = jax.vmap(functools.partial(
+                node_tactics, self.env, discount=self.discount))(state, logits, value)
         return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
 
     def __call__(self, variables, state, key, *, evaluation: bool = False,
@@ -397,7 +445,7 @@ class Search:
         """
         sims = int(num_simulations or self.config.num_simulations)
         if root is None:
-            root = self.root(variables, state)
+            root = self.root(variables, state, evaluation)
         if invalid is None:
             invalid = self.invalid_actions(root.embedding, evaluation, root.prior_logits)
         if key.ndim == 1:
@@ -415,14 +463,14 @@ class Search:
         chex.assert_equal_shape([root.prior_logits, invalid])
         if config.policy == "gumbel":
             return mctx.gumbel_muzero_policy(
-                variables, key, root, self.recurrent_fn,
+                variables, key, root, self._recurrent[bool(evaluation)],
                 num_simulations=sims,
                 invalid_actions=invalid,
                 max_num_considered_actions=self.num_considered(sims, evaluation),
                 gumbel_scale=0.0 if evaluation else config.gumbel_scale,
             )
         return mctx.muzero_policy(
-            variables, key, root, self.recurrent_fn,
+            variables, key, root, self._recurrent[bool(evaluation)],
             num_simulations=sims,
             invalid_actions=invalid,
             qtransform=qtransform_parent_fpu,

@@ -48,6 +48,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.search.eval_tactics = "threats"  # evaluation searches (arena, play, web, gomocup)
     c.search.threat_depth = 3  # "threats": the mover's moves in the longest forced win
     c.search.threat_width = 16  # "threats": forcing moves tried at the root (search.py)
+    # Games with `winning_moves`, where the root has tactics (not "none"): every node of the
+    # tree knows what one move ahead decides there too: a win at once is the only move
+    # searched (value +1), a single winning point of the opponent the only block, two of
+    # them a loss (value -1). Two board scans a node.
+    c.search.node_tactics = True
     # gumbel, evaluation only: the considered set grows to num_simulations // this when that
     # exceeds max_num_considered_actions (800 simulations: 50 moves). 0 = no growth.
     c.search.eval_sims_per_considered = 16

@@ -1,5 +1,7 @@
 """Search over real env dynamics: wins in one, forced blocks, value signs, masking."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -222,11 +224,13 @@ def _linear_net(variables, obs, mask):
 
 @pytest.mark.parametrize(("policy", "evaluation"), [("gumbel", False), ("muzero", True)])
 def test_tactics_change_nothing_when_nothing_is_decided(policy, evaluation):
-    """Every move loses / nothing to detect: the same output as the plain search."""
+    """Every move loses / nothing to detect: the same output as the plain search (the root
+    tactics alone: node tactics, inside the tree, have tests of their own below)."""
     states = _batch(TTT_FORK, TTT_QUIET)
     outs = {}
     for tactics in ("none", "win_and_block"):
-        s = search.Search(ENV, _linear_net, _tactics_config(policy, tactics))
+        s = search.Search(ENV, _linear_net, _tactics_config(policy, tactics,
+                                                            node_tactics=False))
         with jax.debug_nans(True):
             outs[tactics] = jax.jit(
                 lambda st, k, s=s: s(None, st, k, evaluation=evaluation, num_simulations=8)
@@ -237,6 +241,70 @@ def test_tactics_change_nothing_when_nothing_is_decided(policy, evaluation):
     assert np.all(np.isfinite(np.asarray(safe.action_weights)))
     fork_mask = search.tactical_mask(ENV, jax.tree.map(lambda x: x[0], states), "win_and_block")
     np.testing.assert_array_equal(fork_mask, states.legal_action_mask[0])
+
+
+# ---------------------------------------------------------------- node tactics
+# Hand-worked positions (7x7 Gomoku, row 3 = actions 21..27; Connect4 actions are columns):
+# what one move ahead decides for the mover, and the prior and value `node_tactics` give.
+_LOGITS = jnp.linspace(-1.0, 1.0, 49)  # a made-up prior (none of it decides anything)
+NODE_CASES = {  # moves: (env, moves, the only moves kept (None: all legal), value)
+    # black to move, four 21-24: wins at 25 (value +1)
+    "win": (GOMOKU, GOMOKU_WIN, [25], 1.0),
+    # white to move, black's four 21-24: the block at 25, the value stays the network's
+    "block": (GOMOKU, GOMOKU_BLOCK, [25], 0.25),
+    # white to move, black's open four 22-25: 21 and 26 win for him, a loss for white
+    "open four": (GOMOKU, [22, 0, 23, 6, 24, 42, 25], [21, 26], -1.0),
+    # black to move with a four (21-24) while white has one (0-3): black's win comes first
+    "win beats block": (GOMOKU, [21, 0, 22, 1, 23, 2, 24, 3], [25], 1.0),
+    # black to move, an open three 23-25 and nothing decided yet
+    "quiet": (GOMOKU, [23, 0, 24, 6, 25, 42], None, 0.25),
+    # Connect4, X to move, three in column 0: wins there
+    "c4 win": (CONNECT4, C4_WIN, [0], 1.0),
+    # Connect4, O to move, X's bottom row 1-3 open at both ends (columns 0 and 4)
+    "c4 two threats": (CONNECT4, [1, 1, 2, 2, 3], [0, 4], -1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(NODE_CASES))
+def test_node_tactics_hand_worked(case):
+    env, moves, kept, value = NODE_CASES[case]
+    state = jax.tree.map(lambda x: x[0], _play(env, moves))
+    logits = _LOGITS[:env.num_actions]
+    out_logits, out_value = jax.jit(functools.partial(search.node_tactics, env))(
+        state, logits, jnp.float32(0.25))
+    expect = np.asarray(state.legal_action_mask) if kept is None else np.isin(
+        np.arange(env.num_actions), kept)
+    low = np.finfo(np.float32).min
+    np.testing.assert_array_equal(np.asarray(out_logits), np.where(expect, logits, low))
+    assert float(out_value) == pytest.approx(value)
+    if value == -1.0:  # the loss comes one ply after the mover's block: -gamma
+        _, discounted = search.node_tactics(env, state, logits, jnp.float32(0.25), 0.9)
+        assert float(discounted) == pytest.approx(-0.9)
+
+
+def test_node_tactics_see_an_open_four_one_ply_deeper():
+    """Black's open three (23-25): 22 or 26 makes an open four. With a flat value and a
+    prior that prefers another point, only the nodes' tactics tell the search that those
+    moves win (the open four is decided one move ahead of white's node)."""
+    def net(variables, obs, mask):
+        del variables, mask
+        batch = obs.shape[0]
+        return (jnp.broadcast_to(jnp.zeros(49).at[10].set(1.0), (batch, 49)),
+                jnp.zeros(batch))
+
+    state = _play(GOMOKU, NODE_CASES["quiet"][1])
+    chosen = {}
+    for nodes in (False, True):
+        s = search.Search(GOMOKU, net, _tactics_config(
+            "gumbel", "win", max_num_considered_actions=49, node_tactics=nodes))
+        out = jax.jit(lambda st, k, s=s: s(None, st, k, evaluation=True, num_simulations=64))(
+            state, jax.random.PRNGKey(0))
+        chosen[nodes] = int(out.action[0])
+        q = np.asarray(out.search_tree.qvalues(jnp.zeros(1, jnp.int32))[0])
+        if nodes:
+            np.testing.assert_allclose(q[[22, 26]], 1.0)
+    assert chosen[False] == 10  # the prior's favourite: nothing told it otherwise
+    assert chosen[True] in (22, 26)
 
 
 def test_eval_considered_set_grows_with_the_budget():
@@ -276,11 +344,11 @@ def test_configs_saved_before_the_fields_existed_still_load():
 
     c = default.get_config()
     fields = ("tactics", "eval_tactics", "eval_sims_per_considered", "threat_depth",
-              "threat_width")
+              "threat_width", "node_tactics")
     assert tuple(c.search[f] for f in fields) == (
         search.DEFAULT_TACTICS, search.DEFAULT_EVAL_TACTICS,
         search.DEFAULT_EVAL_SIMS_PER_CONSIDERED, search.DEFAULT_THREAT_DEPTH,
-        search.DEFAULT_THREAT_WIDTH)  # one default, for old configs and new
+        search.DEFAULT_THREAT_WIDTH, search.DEFAULT_NODE_TACTICS)  # one default, old and new
     for field in fields:
         del c.search[field]
     config_lib.validate(c, 1)
@@ -289,6 +357,7 @@ def test_configs_saved_before_the_fields_existed_still_load():
     assert s.sims_per_considered == search.DEFAULT_EVAL_SIMS_PER_CONSIDERED
     assert (s.threat_depth, s.threat_width) == (search.DEFAULT_THREAT_DEPTH,
                                                 search.DEFAULT_THREAT_WIDTH)
+    assert s.node_tactics == {False: False, True: search.DEFAULT_NODE_TACTICS}
     c.search.tactics = "always"
     with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
         config_lib.validate(c, 1)
