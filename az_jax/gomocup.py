@@ -90,7 +90,8 @@ MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 bo
 THREATS_MEMORY_MB = 540
 RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
 # Between shipped models trained equally near the board's size, the first of these: the
-# retrained gomoku_15x15 beat gomoku_conv 19-0-1 on 15x15 (README, Shipped models);
+# first stage of the retrained gomoku_15x15 beat gomoku_conv 19-0-1 on 15x15, and the
+# shipped one (700 iterations more) beat that first stage 27-1-12 (README, Shipped models);
 # gomoku_9x9 beat it 10-7-3 on 9x9 at iteration 125 of its 700 (the final one not measured).
 PREFERRED = ("gomoku_15x15", "gomoku_9x9", "gomoku_conv")
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"

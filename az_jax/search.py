@@ -29,6 +29,12 @@ is played with a vmapped `env.step`, and what is decided one move ahead is known
                    does not count as a defence (`tactical_mask`, `_forced_win_moves`,
                    `_wins_in_two_despite`).
 
+Inside the tree (`config.node_tactics`, on by default, in the searches whose root has
+tactics, for games with `winning_moves`): every new node gets `node_tactics`: a mover who
+can win at once has value +1 and only his winning moves as prior; facing one winning point
+of the opponent, only the block has prior; facing two or more, value -gamma. So a line the
+rules decide is seen as decided one move earlier than the terminal state, at every depth.
+
 The prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a move the
 opponent answers with a win is the worst; a forced win is proved over every reply), and
 they go through mctx's `invalid_actions`, so they hold for Gumbel (whose considered set is
@@ -283,8 +289,7 @@ def node_tactics(env, state, logits, value, discount: float = 1.0):
     if env.max_steps is not None:  # a move limit that comes first makes it a draw
         win = win & (state.step_count + 1 < env.max_steps)
         lost = lost & (state.step_count + 2 < env.max_steps)
-    keep = jnp.where(win, mine, jnp.where(his.any() & ~mine.any(), his,
-                                          state.legal_action_mask))
+    keep = jnp.where(win, mine, jnp.where(his.any(), his, state.legal_action_mask))
     logits = jnp.where(keep, logits, jnp.finfo(logits.dtype).min)
     value = jnp.where(win, 1.0, jnp.where(lost, -discount, value)).astype(value.dtype)
     return logits, value

@@ -113,7 +113,8 @@ def test_reused_roots_play_the_same_games(policy="gumbel"):
     """Taking each root's evaluation from the previous search's tree (and the initial
     position's after a restart) plays exactly the games that fresh root evaluations play:
     20 plies of tic-tac-toe with restarts, sampled openings and Dirichlet/Gumbel noise,
-    with the search's root tactics (wins and blocks masked) on."""
+    with the search's root tactics (wins and blocks masked) and node tactics on (the root
+    must get the same node tactics as the tree's nodes, or the reused roots differ)."""
     net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
     variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
     cfg = ml_collections.ConfigDict(dict(
