@@ -167,6 +167,7 @@ class Agent:
         self.tactics: str | None = None
         self._key = jax.random.PRNGKey(seed)
         self._lock = threading.Lock()
+        self._compiled: dict[tuple[int, bool], object] = {}  # (sims, evaluation) -> program
 
     @classmethod
     def load(cls, workdir=None, checkpoint=None, model=None, num_simulations=None,
@@ -256,12 +257,32 @@ class Agent:
         on the host."""
         if invalid is None:
             invalid = self.root_mask(state)
+        compiled = self._compiled.get((int(sims), bool(evaluation)))
         with self._lock:
-            out = self._think_jit(self.variables, state, self._next_key(), invalid,
-                                  num_simulations=int(sims), evaluation=evaluation)
+            if compiled is not None:
+                out = compiled(self.variables, state, self._next_key(), invalid)
+            else:
+                out = self._think_jit(self.variables, state, self._next_key(), invalid,
+                                      num_simulations=int(sims), evaluation=evaluation)
             action, value, visits, q, weights = jax.device_get(out)
         return (int(action), float(value), np.asarray(visits).astype(np.int64), np.asarray(q),
                 np.asarray(weights, np.float32))
+
+    def compile_search(self, state, sims: int, evaluation: bool) -> None:
+        """Compiles the search of `sims` simulations (or reads it from the persistent
+        cache) without taking the agent's lock, so that another thread keeps searching
+        meanwhile; `_run` uses it from then on. `state`: any position of the game."""
+        compiled = self._think_jit.lower(
+            self.variables, state, jax.random.PRNGKey(0), self.plain_mask(state),
+            num_simulations=int(sims), evaluation=bool(evaluation)).compile()
+        self._compiled[(int(sims), bool(evaluation))] = compiled
+
+    def time_search(self, state, sims: int, evaluation: bool) -> None:
+        """Runs the search `compile_search` compiled once, without the lock (a thread
+        that times it leaves the agent's searches to another thread)."""
+        compiled = self._compiled[(int(sims), bool(evaluation))]
+        jax.block_until_ready(compiled(self.variables, state, jax.random.PRNGKey(0),
+                                       self.plain_mask(state)))
 
     @property
     def weight_label(self) -> str:

@@ -95,6 +95,16 @@ RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
 # gomoku_9x9 beat it 10-7-3 on 9x9 at iteration 125 of its 700 (the final one not measured).
 PREFERRED = ("gomoku_15x15", "gomoku_9x9", "gomoku_conv")
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+# Deep searches: when a move's budget is at least DEEP_BUDGET_S (a turn of about 1 s or
+# more) and no INFO max_memory below THREATS_MEMORY_MB holds the brain back, a second
+# search program of chunk x 2^k simulations (the most that DEEP_SHARE of the budget fits,
+# by the chunk's measured speed; at most DEEP_MAX_SIMS) is compiled in the background;
+# from then on each move starts with one such search (evaluation mode: no noise, the
+# considered set grows with the budget) when it fits, and chunks fill the rest: one search
+# of 512 simulations sees far deeper than 64 chunks of 8.
+DEEP_BUDGET_S = 0.75
+DEEP_SHARE = 0.6
+DEEP_MAX_SIMS = 4096
 
 
 def _show(text: str, limit: int = 40) -> str:
@@ -314,6 +324,7 @@ class Brain:
         self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
         self._job = None  # (model, size, rule, thread, box) of the agent being loaded
         self._chunk_s = None  # the slowest chunk seen (seconds)
+        self._deep_sims = 0  # the deep search's simulations in the last move (0: none)
         self.board = Board(15, "freestyle")
         self._received = time.perf_counter()
 
@@ -384,6 +395,43 @@ class Brain:
             self._chunk_s = box.get("chunk_s")
         return box.get("agent")
 
+    def _deep(self, agent, state, budget: float):
+        """(simulations, seconds) of the deep search when it is compiled, else None; starts
+        compiling it (a background thread, once per loaded model) when this move's budget
+        calls for one (`DEEP_BUDGET_S`) and the memory limit allows it."""
+        box = self._job[-1]
+        if "deep" in box or self._chunk_s is None:
+            return box.get("deep")
+        if "deep_job" not in box and budget >= DEEP_BUDGET_S and (
+                self._tactics_for_memory() is None):
+            sims = self.chunk
+            while (sims * 2 <= DEEP_MAX_SIMS
+                   and self._chunk_s * sims * 2 / self.chunk <= DEEP_SHARE * budget):
+                sims *= 2
+            if sims >= 8 * self.chunk:
+                def compile_deep(sims=sims):
+                    try:
+                        while True:
+                            agent.compile_search(state, sims, evaluation=True)
+                            # Timed once here, beside the moves (so rather slower than
+                            # alone), then by the moves that use it.
+                            t0 = time.perf_counter()
+                            agent.time_search(state, sims, evaluation=True)
+                            took = time.perf_counter() - t0
+                            box["deep"] = (sims, took)  # the smaller one stays compiled:
+                            # a move may be about to run it
+                            # A chunk's fixed costs made the first size small: grow it
+                            # while 4x the time still fits.
+                            if sims * 4 > DEEP_MAX_SIMS or 4 * took > DEEP_SHARE * budget:
+                                return
+                            sims *= 4
+                    except Exception:  # noqa: BLE001 - chunks go on; the cause on stderr
+                        traceback.print_exc(file=sys.stderr)
+
+                box["deep_job"] = threading.Thread(target=compile_deep, daemon=True)
+                box["deep_job"].start()
+        return None
+
     def _tactics_for_memory(self) -> str | None:
         """The root tactics that fit INFO max_memory: `win_and_block` below
         THREATS_MEMORY_MB (the threat search's program adds ~100 MB when it loads), else
@@ -450,6 +498,7 @@ class Brain:
         if self.board.over:
             raise ValueError("the game is over (RESTART or START for a new one)")
         t0 = self._received
+        self._deep_sims = 0  # set by `_search` when a deep search ran
         fallback, why = self.board.tactical()
         if self.sims:
             agent = self._agent(float("inf"))
@@ -473,8 +522,9 @@ class Brain:
                           f"the search chose {self._xy(thought.action)}"))
         else:
             action = thought.action
+            deep = f" (one search of {self._deep_sims})" if self._deep_sims else ""
             self.write(f"MESSAGE eval {thought.value:+.3f} (expected score "
-                       f"{100 * thought.win_rate:.0f}%) sims {thought.simulations} "
+                       f"{100 * thought.win_rate:.0f}%) sims {thought.simulations}{deep} "
                        f"time {1000 * (time.perf_counter() - t0):.0f} ms "
                        f"model {self.model.name}")
         self._play(action)
@@ -484,7 +534,8 @@ class Brain:
         """Chunks of `self.chunk` simulations while the next one (timed by the slowest so
         far) still fits the budget; None when none fits. The aggregate as `think_for`.
         The root tactics (`Agent.root_mask`) are computed once, before the first chunk,
-        when they and a chunk fit the budget; else the chunks search without them."""
+        when they and a chunk fit the budget; else the chunks search without them. With
+        a long turn, one deep search comes first once it is compiled (`_deep`)."""
         import numpy as np
 
         budget = self.budget()
@@ -492,19 +543,28 @@ class Brain:
         with_tactics = fastest or (time.perf_counter() - t0 + (agent.mask_seconds or 0.0)
                                    + (self._chunk_s or 0.0) <= budget)
         invalid = agent.root_mask(state) if with_tactics else agent.plain_mask(state)
+        deep = None if fastest else self._deep(agent, state, budget)
         visits = q_sum = weights = None
         values, sims, first = [], 0, None
         while True:
-            est = self._chunk_s or 0.0
+            size, est = self.chunk, self._chunk_s or 0.0
+            # The deep search first (once: it has no noise), while it fits.
+            if first is None and deep is not None and time.perf_counter() - t0 + deep[1] <= budget:
+                size, est = deep
             if fastest and first is not None:
                 break
             if not fastest and time.perf_counter() - t0 + est > budget:
                 break
             t1 = time.perf_counter()
-            action, v, n, q, w = agent._run(state, self.chunk, False, invalid)
+            action, v, n, q, w = agent._run(state, size, size != self.chunk, invalid)
             took = time.perf_counter() - t1
-            self._chunk_s = took if self._chunk_s is None else max(
-                took, 0.9 * self._chunk_s + 0.1 * took)
+            if size == self.chunk:
+                self._chunk_s = took if self._chunk_s is None else max(
+                    took, 0.9 * self._chunk_s + 0.1 * took)
+            else:  # the slowest deep search so far, decaying as the chunk's
+                deep = (size, max(took, 0.9 * deep[1] + 0.1 * took))
+                self._job[-1]["deep"] = deep
+                self._deep_sims = size
             if first is None:
                 first, visits, weights = action, n, w.astype(np.float64)
                 q_sum = np.where(np.isnan(q), 0.0, q * n)
@@ -513,7 +573,7 @@ class Brain:
                 q_sum = q_sum + np.where(np.isnan(q), 0.0, q * n)
                 weights = weights + w
             values.append(v)
-            sims += self.chunk
+            sims += size
         if first is None:
             return None
         action = first

@@ -163,6 +163,38 @@ def test_time_per_move_is_used_but_not_exceeded(brain):
     assert 0.3 < took < 1.0 + 1.0, took  # searched for most of the second, not far beyond
 
 
+def test_long_turns_search_deep(run):
+    """With a 2 s turn the brain compiles a deep search in the background (chunk 4 here,
+    so at least 32 simulations in one search) and then starts each move with it; every
+    answer still comes within the turn. Its own brain: the background compile must not
+    slow the shared one's timed tests."""
+    b = BrainProcess(run)
+    try:
+        assert b.ask("START 9", timeout=240) == "OK"
+        b.send("INFO timeout_turn 2000")
+        deep = None
+        for _ in range(30):
+            t0 = time.monotonic()
+            b.send("BEGIN")
+            messages = []
+            while (line := b.lines.get(timeout=60)).startswith(("MESSAGE", "DEBUG")):
+                messages.append(line)
+            took = time.monotonic() - t0
+            xy(line)
+            assert took < 2.0 + 0.5, (took, messages)
+            found = [re.search(r"one search of (\d+)", m) for m in messages]
+            found = [int(m.group(1)) for m in found if m]
+            assert b.ask("RESTART") == "OK"
+            if found:
+                deep = found[0]
+                break
+        assert deep is not None and deep >= 32, ("no deep search within 30 moves", messages, b.stderr[-30:])
+    finally:
+        if b.proc.poll() is None:
+            b.proc.kill()
+            b.proc.wait(timeout=30)
+
+
 def test_board_restore(brain):
     assert brain.ask("START 9") == "OK"
     brain.send("INFO timeout_turn 0")
