@@ -37,7 +37,11 @@ internal error, with the traceback on stderr).
 Time: a move searches in small compiled chunks of --chunk simulations (each with fresh
 Gumbel noise: one compiled search; visit counts added up) while the next chunk, timed by the
 slowest so far, still fits in the move's budget: 80% of INFO timeout_turn less 10 ms, or
-less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possible). When
+less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possible).
+Long turns (a budget of 0.75 s or more) without an INFO max_memory below 540 MB also get a
+deep search: a search of chunk x 2^k simulations is compiled in the background (the first
+long move starts it; timed once, grown 4x while 60% of the budget fits it, at most 4096),
+and from then on each move starts with one such search, without noise, before the chunks. When
 not even one chunk fits (or the search is still compiling) the move comes from a one-ply
 tactical check (win now, else block a five, else next to the stones). A move that wins at
 once is always played, and a five the opponent threatens is always blocked. Before the
