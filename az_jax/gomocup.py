@@ -553,7 +553,8 @@ class Brain:
         while True:
             size, est = self.chunk, self._chunk_s or 0.0
             # The deep search first (once: it has no noise), while it fits.
-            if first is None and deep is not None and time.perf_counter() - t0 + deep[1] <= budget:
+            if (first is None and deep is not None
+                    and time.perf_counter() - t0 + deep[1] <= budget):
                 size, est = deep
             if fastest and first is not None:
                 break
@@ -567,7 +568,9 @@ class Brain:
                     took, 0.9 * self._chunk_s + 0.1 * took)
             else:  # the slowest deep search so far, decaying as the chunk's
                 deep = (size, max(took, 0.9 * deep[1] + 0.1 * took))
-                self._job[-1]["deep"] = deep
+                box = self._job[-1]
+                if box["deep"][0] == size:  # not grown meanwhile by the compiling thread
+                    box["deep"] = deep
                 self._deep_sims = size
             if first is None:
                 first, visits, weights = action, n, w.astype(np.float64)
