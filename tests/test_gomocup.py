@@ -188,7 +188,8 @@ def test_long_turns_search_deep(run):
             if found:
                 deep = found[0]
                 break
-        assert deep is not None and deep >= 32, ("no deep search within 30 moves", messages, b.stderr[-30:])
+        assert deep is not None and deep >= 32, ("no deep search within 30 moves", messages,
+                                                 b.stderr[-30:])
     finally:
         if b.proc.poll() is None:
             b.proc.kill()
