@@ -8,6 +8,7 @@ ladder, the Connect4 solver benchmark and PNG plots.
         --solver-set tests/data/connect4        # the nine stratified sets, one table
     python -m az_jax.evaluate --model gomoku_15x15 \\
         --tactics tests/data/gomoku_tactics_15x15.jsonl --sims 64,400
+    python -m az_jax.evaluate --model gomoku_9x9 --brain 1s --against gomokubench:hard
 
 The network, its game and its config are restored from the workdir (the newest checkpoint,
 or --checkpoint). Results are added to <workdir>/elo.json (shared with the trainer) and the
@@ -17,6 +18,7 @@ plots (elo.png, win_rates.png, losses.png) are rewritten.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -90,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what one move ahead decides, at every node of the evaluation "
                         "search's tree (default: the run's search.node_tactics, else on; "
                         "README 'Tactical safety')")
+    p.add_argument("--brain", default=None, metavar="TIME",
+                   help="Gomoku: the network under test plays through its own Gomocup "
+                        "brain (python -m az_jax.gomocup, a subprocess) at TIME a move "
+                        "(e.g. 1s, 200ms), as in a tournament: its deep search, threat "
+                        "search and clock, one game at a time. The brain is warmed up "
+                        "(its searches compiled) before the first game; --sims then "
+                        "applies to checkpoint and mcts opponents only; no Elo is recorded")
     p.add_argument("--batch-size", type=int, default=256,
                    help="games per jitted call; --games is rounded up to a multiple")
     p.add_argument("--seed", type=int, default=0)
@@ -161,6 +170,15 @@ def run(args) -> None:
         raise ValueError(f"--opening-plies={args.opening_plies} must be >= 0")
     if args.batch_size < 2:
         raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
+    brain_ms = None
+    if args.brain is not None:
+        brain_ms = external._duration_ms(args.brain, "--brain")
+        if brain_ms < 1:
+            raise ValueError(f"--brain={args.brain}: the time per move must be > 0")
+        if args.search_tactics is not None or args.node_tactics is not None:
+            raise ValueError("--brain plays with the brain's own search settings: leave out "
+                             "--search-tactics and --node-tactics")
+        args.no_elo = True
     from az_jax.eval import solver_bench
 
     sets = solver_bench.load_sets(args.solver_set) if args.solver_set else {}
@@ -199,6 +217,12 @@ def run(args) -> None:
     factory = players.PlayerFactory(env, restored.net, search, str(workdir))
     label = f"iter-{restored.iteration}"
     me = factory.network(restored.variables, label, sims)
+    brain = None
+    if brain_ms is not None:
+        if env.id != "gomoku":
+            raise ValueError(f"--brain: the Gomocup brain plays gomoku only, not {env.id}")
+        brain = BrainStats()
+        me = start_brain(env, restored.path, brain_ms, brain, f"{label}-brain[{args.brain}]")
     # External engines play the same number of games, in a host-side loop.
     games_vs = gauntlet.Gauntlet(env, games, batch_size=args.batch_size,
                                  opening_plies=int(opening))
@@ -224,10 +248,14 @@ def run(args) -> None:
                                 status=None if bar is None else bar.set_postfix_str)
     if bar is not None:
         bar.close()
+    if brain is not None:
+        me.close()
     if results:
         header = (f"\n{me.name}: {runner.num_games} games per opponent, colours alternated, "
                   f"{runner.opening_plies} random opening plies ({time.perf_counter() - t0:.0f}s)")
         print(format_results(results, header))
+    if brain is not None:
+        print(brain.summary())
 
     if results and not args.no_elo:
         ratings = elo.record(workdir, [r.as_record() for r in results],
@@ -254,6 +282,85 @@ def run(args) -> None:
         paths = plots.write_training_plots(workdir)
         if paths:
             print("\nplots: " + ", ".join(str(p) for p in paths))
+
+
+class BrainStats:
+    """What the brain's MESSAGE lines say about its moves (`--brain`)."""
+
+    _SIMS = re.compile(r"\bsims (\d+)(?: \(one search of (\d+)\))?.* time (\d+) ms")
+
+    def __init__(self):
+        self.sims: list[int] = []
+        self.deep: list[int] = []
+        self.ms: list[int] = []
+        self.tactical = 0
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
+        self.last = line
+        m = self._SIMS.search(line)
+        if m:
+            self.sims.append(int(m.group(1)))
+            self.deep.append(int(m.group(2) or 0))
+            self.ms.append(int(m.group(3)))
+        elif "tactical move" in line:
+            self.tactical += 1
+
+    def reset(self) -> None:
+        self.__init__()
+
+    def summary(self) -> str:
+        import numpy as np
+
+        if not self.sims:
+            return f"brain: no searched move ({self.tactical} one-ply tactical moves)"
+        deep = sum(d > 0 for d in self.deep)
+        return (f"brain: {len(self.sims)} searched moves, simulations per move median "
+                f"{int(np.median(self.sims))} (min {min(self.sims)}), {deep} starting with "
+                f"one deep search (median {int(np.median([d for d in self.deep if d] or [0]))}),"
+                f" search time median {int(np.median(self.ms))} ms, max {max(self.ms)} ms; "
+                f"{self.tactical} one-ply tactical moves (a win at once, or no search)")
+
+
+def start_brain(env, checkpoint: str, turn_ms: int, stats: BrainStats, name: str,
+                warm_s: float = 600.0):
+    """The network's own Gomocup brain (`python -m az_jax.gomocup --checkpoint ...`) as an
+    `external.Engine` named `name`, warmed up: it is asked moves in one position until
+    one is searched (and, on turns long enough for one, starts with a deep search), so
+    that no game pays for its compiles.
+
+    Raises:
+      ValueError: the brain cannot start, or is not warm within `warm_s`.
+    """
+    import dataclasses
+
+    from az_jax import gomocup
+    from az_jax.eval import external
+
+    spec = external.BrainSpec((sys.executable, "-m", "az_jax.gomocup", "--checkpoint",
+                               str(checkpoint)), turn_ms=turn_ms)
+    engine = dataclasses.replace(external.gomocup(env, spec, log=stats), name=name)
+    deep = turn_ms / 1000.0 * gomocup.TIME_SHARE - gomocup.SAFETY_S >= gomocup.DEEP_BUDGET_S
+    center = (env.size // 2) * env.size + env.size // 2
+    deadline = time.monotonic() + warm_s
+    print(f"warming up the brain ({turn_ms} ms a move"
+          + (", until its deep search is compiled" if deep else "") + ")", flush=True)
+    while True:
+        try:
+            engine.brain.move([center])
+        except external.EngineForfeit as e:
+            engine.close()
+            raise ValueError(f"--brain: the brain failed while warming up: {e}") from None
+        ready = stats.sims and (not deep or stats.deep[-1] > 0)
+        if ready:
+            break
+        if time.monotonic() > deadline:
+            engine.close()
+            raise ValueError(f"--brain: the brain was not ready after {warm_s:g} s of "
+                             f"warming up (last: {stats.last[:200]!r})")
+        time.sleep(0.2)
+    stats.reset()
+    return engine
 
 
 def main(argv=None) -> int:

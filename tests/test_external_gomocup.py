@@ -6,6 +6,7 @@ no process behind."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import time
@@ -275,3 +276,71 @@ def test_evaluate_cli_reports_forfeits(capsys):
     bad = rows["gomocup[200ms;grace=300ms]:" + sys.executable]
     assert "2-0-0" in bad and bad.endswith("(forfeits: 2 garbage)")
     assert "warning: gomocup[200ms;grace=300ms]:" in err and "forfeits: 2 garbage" in err
+
+
+# =========================================================================== engine under test
+def _flip(w):
+    return match.WDL(w.losses, w.draws, w.wins)
+
+
+def test_an_engine_under_test_plays_engines_and_players():
+    """`evaluate --brain`: the side under test is an engine too. The first-empty-point brain
+    (tests/faulty_brain.py ok) loses both games to gomokubench:standard from either seat,
+    and the two seats see the same games; against a JAX player (random) the gauntlet plays
+    the player's match and turns it round."""
+    from az_jax.eval import gauntlet
+
+    naive = _brain("ok", "2s;grace=2s;start=20s")
+    bench = external.gomokubench(env, "standard")
+    key = jax.random.PRNGKey(5)
+    res = runner.play(naive, bench, key)
+    assert (res.player, res.opponent) == (naive.name, "gomokubench:standard")
+    assert res.total == match.WDL(0, 0, 2), res  # the engine beats a first-free-point mover
+    back = runner.play(bench, naive, key)  # the same games, from the other seat
+    assert (back.first, back.second) == (_flip(res.second), _flip(res.first)), (res, back)
+    g = gauntlet.Gauntlet(env, 2)
+    g._host_runner = runner  # (one compile per module)
+    rnd = factory.random()
+    mine = g.play(naive, rnd, key)
+    theirs = runner.play(rnd, naive, key)
+    assert (mine.player, mine.opponent) == (naive.name, "random")
+    assert (mine.first, mine.second) == (_flip(theirs.second), _flip(theirs.first))
+    assert mine.total.games == 2 and not mine.notes
+    _reaped(naive)
+
+
+def test_an_engine_under_test_that_fails_loses_its_games():
+    crashing = _brain("crash")
+    warnings = []
+    res = runner.play(crashing, external.gomokubench(env, "easy"), jax.random.PRNGKey(6),
+                      warn=warnings.append)
+    assert res.total == match.WDL(0, 0, 2), res  # both forfeited by the side under test
+    assert res.notes == f"{crashing.name}: forfeits: 2 crash"
+    assert sum(": crash: " in w for w in warnings) == 2
+    _reaped(crashing)
+
+
+def test_evaluate_brain_flag_errors(capsys):
+    from az_jax import evaluate
+
+    for argv, why in [(["--brain", "1x"], "cannot read --brain '1x'"),
+                      (["--brain", "0ms"], "--brain=0ms: the time per move must be > 0"),
+                      (["--brain", "1s", "--search-tactics", "none"],
+                       "--brain plays with the brain's own search settings")]:
+        assert evaluate.main(["--model", "gomoku_9x9", "--against", "random"] + argv) == 2
+        assert why in capsys.readouterr().err
+
+
+@pytest.mark.slow  # the brain's start-up and warm-up, in a subprocess (~30-60 s loaded)
+def test_evaluate_through_the_brain(capsys):
+    from az_jax import evaluate
+
+    code = evaluate.main(["--model", "gomoku_9x9", "--brain", "300ms", "--games", "2",
+                          "--against", "random", "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert re.search(r"network under test: iter-\d+-brain\[300ms\]", out), out
+    row = next(line for line in out.splitlines() if line.startswith("random "))
+    assert row.split()[4] == "2-0-0", out
+    m = re.search(r"brain: (\d+) searched moves, simulations per move median (\d+)", out)
+    assert m and int(m.group(1)) >= 3 and int(m.group(2)) >= 8, out

@@ -622,16 +622,17 @@ def gomocup_rule(env) -> int:
     return {"freestyle": 0, "standard": 1}[env.rule]
 
 
-def gomocup(env, spec: BrainSpec) -> Engine:
+def gomocup(env, spec: BrainSpec, log=None) -> Engine:
     """A Gomocup/piskvork brain (`gomocup[...]:COMMAND`) as an engine: one subprocess for
     all games (see `GomocupBrain`). The brain is started now, so that a brain that cannot
-    run or refuses the board size is an error before any game.
+    run or refuses the board size is an error before any game. `log` gets its MESSAGE
+    lines (default: stderr).
 
     Raises:
       ValueError: the brain cannot start or does not accept START <size>.
     """
     name = spec.label()
-    brain = GomocupBrain(spec, env.size, gomocup_rule(env), name)
+    brain = GomocupBrain(spec, env.size, gomocup_rule(env), name, log=log)
     try:
         brain.start()
     except EngineForfeit as e:
@@ -879,42 +880,65 @@ class ExternalMatchRunner:
                                                            key))
         return self._acts[agent.kind]
 
-    def play(self, agent: players.Player, engine: Engine, key, progress=None,
+    def play(self, agent: players.Player | Engine, engine: Engine, key, progress=None,
              on_ply=None, warn=None) -> match.MatchResult:
         """Plays `num_games` games of the agent against the engine. The key is consumed.
 
         Args:
-          agent: the player under test (`players.PlayerFactory` builds them).
+          agent: the player under test (`players.PlayerFactory` builds them), or an
+            `Engine` too (e.g. a network through its own Gomocup brain: `evaluate
+            --brain`), which then moves game by game like the opponent.
           engine: from `make_engine`.
           progress: optional callable, called with the number of games that just ended.
           on_ply: optional callable, called with the ply number before each ply.
         Returns:
           the MatchResult from the agent's point of view.
         Raises:
-          RuntimeError: the engine's view of a game disagrees with the env's.
-          ValueError: the engine chose an illegal move (an in-process engine: a bug; a
+          RuntimeError: an engine's view of a game disagrees with the env's.
+          ValueError: an engine chose an illegal move (an in-process engine: a bug; a
             gomocup brain's faults are forfeits instead, see below).
 
         A game whose engine move raises `EngineForfeit` (a gomocup brain that crashed,
-        timed out, answered garbage or an error, or played an illegal move) ends there as
-        the agent's win; the counts per fault are in the result's `notes` and in a warning
-        line (`warn`, default: stderr).
+        timed out, answered garbage or an error, or played an illegal move) ends there,
+        lost by the side whose engine failed; the counts per fault are in the result's
+        `notes` and in a warning line (`warn`, default: stderr).
         """
         t0 = time.perf_counter()
         n = self.num_games
         k_init, k_open, k_act, k_step = jax.random.split(key, 4)
-        act = self._act_fn(agent)
-        # As in `match.MatchRunner.play`: this process's copy of replicated (training)
-        # parameters, on one device.
-        params = jax.device_put(parallel.local_replica(agent.params), self.device)
+        jitted = not isinstance(agent, Engine)
+        if jitted:
+            act = self._act_fn(agent)
+            # As in `match.MatchRunner.play`: this process's copy of replicated (training)
+            # parameters, on one device.
+            params = jax.device_put(parallel.local_replica(agent.params), self.device)
+        engines = [engine] if jitted else [agent, engine]
         states = self._init(k_init)
-        games = [engine.new_game() for _ in range(n)]
-        late0 = engine.brain.late if engine.brain is not None else 0
+        games = {id(e): [e.new_game() for _ in range(n)] for e in engines}
+        late0 = {id(e): e.brain.late for e in engines if e.brain is not None}
         total = np.zeros((n, 2), np.float32)
-        forfeit = np.zeros(n, bool)
-        faults: collections.Counter = collections.Counter()
+        lost = {id(e): np.zeros(n, bool) for e in engines}  # forfeited by this engine
+        faults = {id(e): collections.Counter() for e in engines}
         done = np.asarray(states.done)
         t = 0
+
+        def engine_moves(e, sel, actions, mask):
+            """Moves of engine `e` in the games `sel` (in turn), into `actions`; returns
+            the games it forfeited."""
+            for g in np.flatnonzero(sel):
+                try:
+                    a = int(games[id(e)][g].best_action())
+                except EngineForfeit as err:
+                    lost[id(e)][g] = True
+                    faults[id(e)][err.kind] += 1
+                    (warn or _warn)(f"{e.name}: game {g}, ply {t}: {err}")
+                    continue
+                if not mask[g, a]:
+                    raise ValueError(f"{e.name} chose {self.env.action_to_str(a)}, "
+                                     f"illegal in game {g} at ply {t}")
+                actions[g] = a
+            return sel & lost[id(e)]
+
         while t < self.max_plies and not done.all():
             if on_ply is not None:
                 on_ply(t)
@@ -926,55 +950,53 @@ class ExternalMatchRunner:
                 mine = ~done & (player == self._a_color)
                 theirs = ~done & (player != self._a_color)
                 actions = np.zeros(n, np.int32)
+                mask = np.asarray(states.legal_action_mask)
                 idx = np.flatnonzero(mine)
-                if idx.size:
+                if not jitted:
+                    mine &= ~engine_moves(agent, mine, actions, mask)
+                elif idx.size:
                     padded = np.resize(idx, _bucket(idx.size)).astype(np.int32)
                     chosen = act(params, states, padded, jax.random.fold_in(k_act, t))
                     actions[idx] = np.asarray(chosen)[:idx.size]
-                mask = np.asarray(states.legal_action_mask)
-                for g in np.flatnonzero(theirs):
-                    try:
-                        a = int(games[g].best_action())
-                    except EngineForfeit as e:
-                        forfeit[g] = True
-                        faults[e.kind] += 1
-                        (warn or _warn)(f"{engine.name}: game {g}, ply {t}: {e}")
-                        continue
-                    if not mask[g, a]:
-                        raise ValueError(f"{engine.name} chose {self.env.action_to_str(a)}, "
-                                         f"illegal in game {g} at ply {t}")
-                    actions[g] = a
-                theirs &= ~forfeit
+                theirs &= ~engine_moves(engine, theirs, actions, mask)
                 moved = mine | theirs
             states, rewards = self._step(states, jnp.asarray(actions), jnp.asarray(moved),
                                          k_step, t)
             total += np.asarray(rewards)
             terminated = np.asarray(states.terminated)
             for g in np.flatnonzero(moved):
-                games[g].push(int(actions[g]))
-                over = games[g].is_over()
-                if over is not None and over != bool(terminated[g]):
-                    raise RuntimeError(
-                        f"game {g}, ply {t}: {engine.name} says the game is "
-                        f"{'over' if over else 'not over'}, the env says "
-                        f"{'over' if terminated[g] else 'not over'}")
+                for e in engines:
+                    games[id(e)][g].push(int(actions[g]))
+                    over = games[id(e)][g].is_over()
+                    if over is not None and over != bool(terminated[g]):
+                        raise RuntimeError(
+                            f"game {g}, ply {t}: {e.name} says the game is "
+                            f"{'over' if over else 'not over'}, the env says "
+                            f"{'over' if terminated[g] else 'not over'}")
+            forfeit = np.logical_or.reduce([lost[id(e)] for e in engines])
             now_done = np.asarray(states.done) | forfeit
             if progress is not None and (now_done & ~done).any():
                 progress(int((now_done & ~done).sum()))
             done = now_done
             t += 1
         mine = total[np.arange(n), self._a_color]
-        out = {"outcome": np.where(forfeit, 1.0, np.sign(mine)),
-               "a_first": self._a_color == 0, "finished": done,
+        outcome = np.where(lost[id(engine)], 1.0, np.sign(mine))
+        if not jitted:
+            outcome = np.where(lost[id(agent)], -1.0, outcome)
+        out = {"outcome": outcome, "a_first": self._a_color == 0, "finished": done,
                "plies": np.asarray(states.step_count)}
         if progress is not None and (~done).any():
             progress(int((~done).sum()))
         result = match.summarize(out, agent.name, engine.name, time.perf_counter() - t0)
-        late = engine.brain.late - late0 if engine.brain is not None else 0
-        notes = format_faults(faults, late)
+        notes = []
+        for e in engines:
+            late = e.brain.late - late0[id(e)] if e.brain is not None else 0
+            note = format_faults(faults[id(e)], late)
+            if note:
+                (warn or _warn)(f"warning: {e.name}: {note} (in {n} games)")
+                notes.append(note if e is engine else f"{e.name}: {note}")
         if notes:
-            (warn or _warn)(f"warning: {engine.name}: {notes} (in {n} games)")
-            result = dataclasses.replace(result, notes=notes)
+            result = dataclasses.replace(result, notes="; ".join(notes))
         return result
 
 

@@ -7,17 +7,20 @@
 
 JAX players (`players.Player`) play jitted matches (`match.MatchRunner`); external engines
 (`external.Engine`) play the same number of games in a host-side loop
-(`external.ExternalMatchRunner`). Opponent i plays with the key `fold_in(key, i)`.
+(`external.ExternalMatchRunner`). The player itself may be an engine too (`evaluate
+--brain`: the network through its Gomocup brain). Opponent i plays with the key
+`fold_in(key, i)`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
 
 from az_jax.eval import external
-from az_jax.eval.match import MatchResult, MatchRunner
+from az_jax.eval.match import WDL, MatchResult, MatchRunner
 from az_jax.eval.players import Player, PlayerFactory
 
 
@@ -78,7 +81,7 @@ class Gauntlet:
                 out.append(None)  # e.g. checkpoint:latest-5 before enough checkpoints exist
         return out
 
-    def play(self, me: Player, other: Player | external.Engine, key,
+    def play(self, me: Player | external.Engine, other: Player | external.Engine, key,
              progress: Callable[[int], None] | None = None,
              status: Callable[[str], None] | None = None) -> MatchResult:
         """One match of `me` against a player or an external engine. The key is consumed.
@@ -89,13 +92,16 @@ class Gauntlet:
         """
         if status is not None:
             status(f"vs {other.name}")
+        on_ply = None if status is None else (
+            lambda t, name=other.name: status(f"vs {name}, ply {t}"))
         if isinstance(other, external.Engine):
-            on_ply = None if status is None else (
-                lambda t, name=other.name: status(f"vs {name}, ply {t}"))
             return self.host_runner.play(me, other, key, progress=progress, on_ply=on_ply)
+        if isinstance(me, external.Engine):  # the same games, seen from the other side
+            return _swapped(self.host_runner.play(other, me, key, progress=progress,
+                                                  on_ply=on_ply))
         return self.runner.play(me, other, key, progress=progress)
 
-    def play_all(self, me: Player, others: list, key, *,
+    def play_all(self, me: Player | external.Engine, others: list, key, *,
                  progress: Callable[[int], None] | None = None,
                  status: Callable[[str], None] | None = None) -> list[MatchResult | None]:
         """`me` against each of `others` in turn, opponent i with `fold_in(key, i)`; None
@@ -104,3 +110,13 @@ class Gauntlet:
                 self.play(me, other, jax.random.fold_in(key, i), progress, status)
                 for i, other in enumerate(others)]
 
+
+
+def _swapped(r: MatchResult) -> MatchResult:
+    """The match from the other player's point of view."""
+    def flip(w: WDL) -> WDL:
+        return WDL(w.losses, w.draws, w.wins)
+
+    return dataclasses.replace(r, player=r.opponent, opponent=r.player, first=flip(r.second),
+                               second=flip(r.first),
+                               notes=f"{r.opponent}: {r.notes}" if r.notes else "")
