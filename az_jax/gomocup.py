@@ -40,8 +40,9 @@ slowest so far, still fits in the move's budget: 80% of INFO timeout_turn less 1
 less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possible).
 Long turns (a budget of 0.75 s or more) without an INFO max_memory below 540 MB also get a
 deep search: a search of chunk x 2^k simulations is compiled in the background (the first
-long move starts it; timed once, grown 4x while 60% of the budget fits it, at most 4096),
-and from then on each move starts with one such search, without noise, before the chunks. When
+long move starts it; timed once, halved while it does not fit 75% of the budget, else grown
+2x while that fits it, at most 4096),
+and from then on each move is one such search, without noise, and no chunks. When
 not even one chunk fits (or the search is still compiling) the move comes from a one-ply
 tactical check (win now, else block a five, else next to the stones). A move that wins at
 once is always played, and a five the opponent threatens is always blocked. Before the
@@ -103,11 +104,13 @@ XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 # more) and no INFO max_memory below THREATS_MEMORY_MB holds the brain back, a second
 # search program of chunk x 2^k simulations (the most that DEEP_SHARE of the budget fits,
 # by the chunk's measured speed; at most DEEP_MAX_SIMS) is compiled in the background;
-# from then on each move starts with one such search (evaluation mode: no noise, the
-# considered set grows with the budget) when it fits, and chunks fill the rest: one search
-# of 512 simulations sees far deeper than 64 chunks of 8.
+# from then on each move is one such search (evaluation mode: no noise, the considered
+# set grows with the budget) when it fits, else chunks: one search of 512 simulations sees
+# far deeper than 64 chunks of 8. No chunks after it: their visits, added up, outvoted its
+# choice (at 1 s a move on 9x9, 1024 deep plus ~2900 in chunks scored 30-8-2 against
+# gomokubench:hard where one search of 1024 alone scored 35-2-3).
 DEEP_BUDGET_S = 0.75
-DEEP_SHARE = 0.6
+DEEP_SHARE = 0.75
 DEEP_MAX_SIMS = 4096
 
 
@@ -414,6 +417,7 @@ class Brain:
                 sims *= 2
             if sims >= 8 * self.chunk:
                 def compile_deep(sims=sims):
+                    shrunk = False
                     try:
                         while True:
                             agent.compile_search(state, sims, evaluation=True)
@@ -422,13 +426,18 @@ class Brain:
                             t0 = time.perf_counter()
                             agent.time_search(state, sims, evaluation=True)
                             took = time.perf_counter() - t0
+                            # The chunk's speed is only a guess at a bigger tree's: halve
+                            # a size that does not fit, then stop there.
+                            if took > DEEP_SHARE * budget and sims // 2 >= 8 * self.chunk:
+                                sims, shrunk = sims // 2, True
+                                continue
                             box["deep"] = (sims, took)  # the smaller one stays compiled:
                             # a move may be about to run it
-                            # A chunk's fixed costs made the first size small: grow it
-                            # while 4x the time still fits.
-                            if sims * 4 > DEEP_MAX_SIMS or 4 * took > DEEP_SHARE * budget:
+                            # Grow it while twice the time still fits.
+                            if (shrunk or sims * 2 > DEEP_MAX_SIMS
+                                    or 2 * took > DEEP_SHARE * budget):
                                 return
-                            sims *= 4
+                            sims *= 2
                     except Exception:  # noqa: BLE001 - chunks go on; the cause on stderr
                         traceback.print_exc(file=sys.stderr)
 
@@ -556,8 +565,8 @@ class Brain:
             if (first is None and deep is not None
                     and time.perf_counter() - t0 + deep[1] <= budget):
                 size, est = deep
-            if fastest and first is not None:
-                break
+            if first is not None and (fastest or self._deep_sims):
+                break  # one chunk as fast as possible; or a deep search's move stands
             if not fastest and time.perf_counter() - t0 + est > budget:
                 break
             t1 = time.perf_counter()
