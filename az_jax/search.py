@@ -137,7 +137,7 @@ def _forced_win_moves(env, state, children, depth: int, width: int):
     k = min(width, env.num_actions)
     count, top = jax.lax.top_k(threats, k)  # the k most threatening moves
     candidates = jax.tree.map(lambda x: x[top], children)
-    won = jax.vmap(lambda c: _defender_loses(env, c, depth - 1))(candidates)  # [k, depth - 1]
+    won = jax.lax.map(lambda c: _defender_loses(env, c, depth - 1), candidates)  # [k, depth - 1]
     won = won & (count > 0)[:, None]
     return jnp.zeros((depth - 1, env.num_actions), jnp.bool_).at[:, top].set(won.T)
 
@@ -242,8 +242,8 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
         _, checked = jax.lax.top_k(jnp.where(moves, prior, -jnp.inf),
                                    min(_DEFENCES_CHECKED, env.num_actions))
-        wins = jax.vmap(lambda c: _wins_in_two_despite(env, c, state.current_player))(
-            jax.tree.map(lambda x: x[checked], children))
+        wins = jax.lax.map(lambda c: _wins_in_two_despite(env, c, state.current_player),
+                           jax.tree.map(lambda x: x[checked], children))
         return checked, wins
 
     # The network's favourites first; if one of them allows a win in two, the points where
