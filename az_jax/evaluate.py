@@ -172,7 +172,7 @@ def run(args) -> None:
         raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
     brain_ms = None
     if args.brain is not None:
-        brain_ms = external._duration_ms(args.brain, "--brain")
+        brain_ms = external.duration_ms(args.brain, "--brain")
         if brain_ms < 1:
             raise ValueError(f"--brain={args.brain}: the time per move must be > 0")
         if args.search_tactics is not None or args.node_tactics is not None:

@@ -354,7 +354,8 @@ class BrainSpec:
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
 
 
-def _duration_ms(text: str, what: str) -> int:
+def duration_ms(text: str, what: str) -> int:
+    """'200ms' or '1.5s' -> milliseconds. Raises ValueError naming `what` otherwise."""
     m = _DURATION.match(text.strip())
     if not m:
         raise ValueError(f"cannot read {what} {text!r}: write e.g. 200ms or 1.5s")
@@ -377,11 +378,11 @@ def parse_brain(options: str | None, command: str) -> BrainSpec:
             continue
         key, eq, value = item.partition("=")
         if not eq:
-            kw["turn_ms"] = _duration_ms(item, "the time per move")
+            kw["turn_ms"] = duration_ms(item, "the time per move")
         elif key.strip() == "grace":
-            kw["grace_ms"] = _duration_ms(value, "grace")
+            kw["grace_ms"] = duration_ms(value, "grace")
         elif key.strip() == "start":
-            kw["start_s"] = _duration_ms(value, "start") / 1000.0
+            kw["start_s"] = duration_ms(value, "start") / 1000.0
         else:
             raise ValueError(f"unknown gomocup option {item!r}: accepted are a time per "
                              "move (200ms, 1s), grace=TIME and start=TIME, separated by ';'")
