@@ -163,8 +163,8 @@ def test_gomocup_names_options_and_config_errors():
 
 def test_a_brain_that_refuses_the_board_is_a_config_error(monkeypatch):
     made = []
-    monkeypatch.setattr(external, "GomocupBrain", lambda *a: made.append(
-        external_brain(*a)) or made[-1])
+    monkeypatch.setattr(external, "GomocupBrain", lambda *a, **kw: made.append(
+        external_brain(*a, **kw)) or made[-1])
     with pytest.raises(ValueError, match="cannot play 9x9 gomoku: error: answered 'ERROR "
                                          "unsupported size 9'"):
         _brain("refuse")
