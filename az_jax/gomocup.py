@@ -580,6 +580,11 @@ class Brain:
                 box = self._job[-1]
                 if box["deep"][0] == size:  # not grown meanwhile by the compiling thread
                     box["deep"] = deep
+                    # Too slow to fit a move now (a loaded machine): it would never run,
+                    # and be timed, again. The half size instead, when it is compiled.
+                    if (deep[1] > 0.9 * budget
+                            and (size // 2, True) in agent._compiled):
+                        box["deep"] = (size // 2, deep[1] / 2)
                 self._deep_sims = size
             if first is None:
                 first, visits, weights = action, n, w.astype(np.float64)
