@@ -41,8 +41,9 @@ less when INFO time_left runs short (timeout_turn 0: one chunk, as fast as possi
 Long turns (a budget of 0.75 s or more) without an INFO max_memory below 540 MB also get a
 deep search: a search of chunk x 2^k simulations is compiled in the background (the first
 long move starts it; timed once, halved while it does not fit 75% of the budget, else grown
-2x while that fits it, at most 4096),
-and from then on each move is one such search, without noise, and no chunks. When
+2x while that fits it, at most 4096; one that later gets too slow, the machine loaded, steps
+down to the half size), and from then on each move is one such search, without noise, and
+no chunks. When
 not even one chunk fits (or the search is still compiling) the move comes from a one-ply
 tactical check (win now, else block a five, else next to the stones). A move that wins at
 once is always played, and a five the opponent threatens is always blocked. Before the
