@@ -340,7 +340,7 @@ def start_brain(env, checkpoint: str, turn_ms: int, stats: BrainStats, name: str
     spec = external.BrainSpec((sys.executable, "-m", "az_jax.gomocup", "--checkpoint",
                                str(checkpoint)), turn_ms=turn_ms)
     engine = dataclasses.replace(external.gomocup(env, spec, log=stats), name=name)
-    deep = turn_ms / 1000.0 * gomocup.TIME_SHARE - gomocup.SAFETY_S >= gomocup.DEEP_BUDGET_S
+    deep = gomocup.searches_deep(turn_ms)
     center = (env.size // 2) * env.size + env.size // 2
     deadline = time.monotonic() + warm_s
     print(f"warming up the brain ({turn_ms} ms a move"

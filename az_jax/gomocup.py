@@ -115,6 +115,17 @@ DEEP_SHARE = 0.75
 DEEP_MAX_SIMS = 4096
 
 
+def search_budget(seconds: float) -> float:
+    """The seconds a move of `seconds` may search (the rest covers the tactical check, the
+    output and the pipe)."""
+    return max(0.0, seconds * TIME_SHARE - SAFETY_S)
+
+
+def searches_deep(turn_ms: int) -> bool:
+    """Whether turns of `turn_ms` (no memory limit, no match clock) get a deep search."""
+    return search_budget(turn_ms / 1000.0) >= DEEP_BUDGET_S
+
+
 def _show(text: str, limit: int = 40) -> str:
     """`text` quoted for an answer line: ASCII only, escapes visible, at most `limit` chars."""
     return ascii(text if len(text) <= limit else text[:limit] + "...")
@@ -506,7 +517,7 @@ class Brain:
             empty = self.size * self.size - len(self.board.moves)
             moves_left = max(8, empty // 4)  # our moves still to come, roughly
             seconds = min(seconds, left / 1000.0 / moves_left)
-        return max(0.0, seconds * TIME_SHARE - SAFETY_S)
+        return search_budget(seconds)
 
     def think_and_play(self) -> str:
         if self.board.over:

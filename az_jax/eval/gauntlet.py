@@ -111,7 +111,6 @@ class Gauntlet:
                 for i, other in enumerate(others)]
 
 
-
 def _swapped(r: MatchResult) -> MatchResult:
     """The match from the other player's point of view."""
     def flip(w: WDL) -> WDL:
