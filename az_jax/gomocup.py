@@ -13,7 +13,7 @@ the choice is made again (gomoku_conv_exact plays exactly five). No model for th
 (renju, caro): ERROR.
 
 Commands (one per line; answers are flushed at once):
-  START n            OK (at once: the model loads and compiles in the background), or
+  START n            OK (at once: the model loads and compiles in the search process), or
                      ERROR when no model plays an n x n board
   RECTSTART w,h      OK only for a square board
   RESTART            a new game on the same board: OK
@@ -33,6 +33,12 @@ the brain (-1..1) and its expected score, and the simulations searched.
 Anything malformed gets ERROR with a reason, unknown commands UNKNOWN; the brain keeps going
 (also after bytes that are not UTF-8, numbers too long to be coordinates, or a bug: ERROR
 internal error, with the traceback on stderr).
+
+Processes: this one reads the commands and never imports JAX; the model lives in a
+search process it starts (az_jax.gomocup_worker, one at a time; ended with the brain). So
+the tactical answers stay on time while JAX imports and compiled programs load there (calls
+that hold Python's interpreter lock for up to ~0.2 s), and a search call still running when
+the move's budget ends is given up (the move is made of what came back in time).
 
 Time: a move searches in small compiled chunks of --chunk simulations (each with fresh
 Gumbel noise: one compiled search; visit counts added up) while the next chunk, timed by the
@@ -56,12 +62,12 @@ search is compiled). Compiled searches are kept in a persistent cache ($AZ_JAX_C
 default ~/.cache/az_jax/jax; "off" disables it), so later starts are fast: --precompile
 fills it once after installing.
 
-Memory: XLA runs on one thread with no thread pool; the JAX runtime alone is ~190 MB, a
-brain whose search is cached ~290-320 MB with `win_and_block` root tactics, ~410 MB with
-the threat search (its program adds ~100 MB as it loads, up to ~490 MB in all measured
-under load; a compile adds ~250 MB at its peak). INFO max_memory below 540 MB, read when
-the model is loaded (managers send it just
-after START), selects `win_and_block`; below 350 MB gets ERROR.
+Memory (both processes): XLA runs on one thread with no thread pool; the JAX runtime alone
+is ~190 MB, this process ~25 MB, a brain whose search is cached ~290-320 MB with
+`win_and_block` root tactics, ~410 MB with the threat search (its program adds ~100 MB as
+it loads, up to ~490 MB in all measured under load; a compile adds ~250 MB at its peak).
+INFO max_memory below 540 MB, read when the model is loaded (managers send it just after
+START), selects `win_and_block`; below 350 MB gets ERROR.
 """
 
 from __future__ import annotations
@@ -247,6 +253,19 @@ def load_agent(model: Model, size: int, rule: str, seed: int = 0):
     return agent_lib.Agent(restored, seed=seed)
 
 
+def _remote_agent(model: Model, size: int, rule: str, seed: int):
+    """The default loader: the Agent in a child process (`gomocup_worker`)."""
+    from az_jax import gomocup_worker
+
+    return gomocup_worker.RemoteAgent(model, size, rule, seed)
+
+
+def _close(agent) -> None:
+    """Ends an agent's child process, if it has one."""
+    if hasattr(agent, "close"):
+        agent.close()
+
+
 # ====================================================================== board (no JAX)
 class Board:
     """The position in plain Python: stones, whose turn, wins (the env's rules, checked
@@ -324,8 +343,9 @@ class Brain:
     Args:
       write: writes one answer line.
       models: the models to choose from (`shipped_gomoku_models`, or the one a flag names).
-      loader: `loader(model, size, rule)` -> Agent (default `load_agent`); runs in a
-        background thread after START.
+      loader: `loader(model, size, rule)` -> Agent (default: a
+        `gomocup_worker.RemoteAgent`, the Agent in a child process, so that this one never
+        imports JAX); runs in a background thread after START.
       chunk, sims, turn_ms: see the command-line flags.
     """
 
@@ -333,7 +353,7 @@ class Brain:
                  sims: int | None = None, turn_ms: int = 5000, seed: int = 0):
         self.write = write
         self.models = list(models)
-        self.loader = loader or (lambda m, n, r: load_agent(m, n, r, seed))
+        self.loader = loader or (lambda m, n, r: _remote_agent(m, n, r, seed))
         self.chunk = int(chunk)
         self.sims = sims
         self.info = {"timeout_turn": int(turn_ms), "timeout_match": 0, "time_left": None,
@@ -371,6 +391,8 @@ class Brain:
         self._check_memory()
         key = (model, size, self.rule)
         if self._job is None or self._job[:3] != key:
+            if self._job is not None:
+                _close(self._job[-1].pop("agent", None))  # (one still loading: `_load`)
             box: dict = {}
             thread = threading.Thread(target=self._load, args=(key, box), daemon=True)
             self._job = (*key, thread, box)
@@ -397,6 +419,8 @@ class Brain:
                 agent.root_mask(state)  # and the tactics' (agent.mask_seconds)
             box["warmup_s"] = time.perf_counter() - t0
             box["agent"] = agent
+            if self._job is None or self._job[-1] is not box:  # replaced meanwhile
+                _close(box.pop("agent"))
         except Exception as e:  # noqa: BLE001 - reported at the next move
             traceback.print_exc(file=sys.stderr)
             box["error"] = f"{type(e).__name__}: {e}"
@@ -560,14 +584,23 @@ class Brain:
         far) still fits the budget; None when none fits. The aggregate as `think_for`.
         The root tactics (`Agent.root_mask`) are computed once, before the first chunk,
         when they and a chunk fit the budget; else the chunks search without them. With
-        a long turn, one deep search comes first once it is compiled (`_deep`)."""
+        a long turn, one deep search comes first once it is compiled (`_deep`).
+
+        An agent in a child process (`gomocup_worker.RemoteAgent`) gives up a call still
+        running at the end of the budget (`deadline`): the move is then made of the chunks
+        that came back in time (none: the tactical check plays)."""
         import numpy as np
 
         budget = self.budget()
         fastest = not self.info["timeout_turn"]  # 0: as fast as possible, one chunk
+        if hasattr(agent, "deadline"):
+            agent.deadline = None if fastest else t0 + budget
         with_tactics = fastest or (time.perf_counter() - t0 + (agent.mask_seconds or 0.0)
                                    + (self._chunk_s or 0.0) <= budget)
-        invalid = agent.root_mask(state) if with_tactics else agent.plain_mask(state)
+        try:
+            invalid = agent.root_mask(state) if with_tactics else agent.plain_mask(state)
+        except TimeoutError:
+            return None
         deep = None if fastest else self._deep(agent, state, budget)
         visits = q_sum = weights = None
         values, sims, first = [], 0, None
@@ -582,7 +615,10 @@ class Brain:
             if not fastest and time.perf_counter() - t0 + est > budget:
                 break
             t1 = time.perf_counter()
-            action, v, n, q, w = agent._run(state, size, size != self.chunk, invalid)
+            try:
+                action, v, n, q, w = agent._run(state, size, size != self.chunk, invalid)
+            except TimeoutError:  # given up at the deadline: timed as at least that slow
+                action = None
             took = time.perf_counter() - t1
             if size == self.chunk:
                 self._chunk_s = took if self._chunk_s is None else max(
@@ -597,7 +633,9 @@ class Brain:
                     if (deep[1] > 0.9 * budget
                             and (size // 2, True) in agent._compiled):
                         box["deep"] = (size // 2, deep[1] / 2)
-                self._deep_sims = size
+                self._deep_sims = size if action is not None else 0
+            if action is None:
+                break
             if first is None:
                 first, visits, weights = action, n, w.astype(np.float64)
                 q_sum = np.where(np.isnan(q), 0.0, q * n)
@@ -894,8 +932,8 @@ def _serve(args, stdin, out) -> int:
             out.write(line + "\n")
             out.flush()
 
-    # The model loads in a thread: hand the interpreter over often, so that it never
-    # holds up an answer by more than a millisecond.
+    # Threads (a loader, the reader of the search process's replies) hand the interpreter
+    # over often, so that none holds up an answer by more than a millisecond.
     sys.setswitchinterval(0.0005)
     for name in ("chunk", "sims"):
         value = getattr(args, name)

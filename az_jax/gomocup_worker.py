@@ -1,0 +1,318 @@
+"""The Gomocup brain's search process: its JAX half, so that the protocol half never waits.
+
+`python -m az_jax.gomocup` reads the manager's commands in a process that never imports
+JAX. When it loads a model it starts this module as a child process and calls the
+`agent.Agent` there through `RemoteAgent`: the same methods, over a pipe. Why:
+
+- importing JAX and reading compiled programs from the cache happen inside calls that hold
+  the interpreter lock for up to ~0.2 s; in one process a move asked meanwhile (50 ms
+  turns) was answered late, although it only needed the one-ply tactical check;
+- a search call that does not come back by the move's deadline (`RemoteAgent.deadline`:
+  the machine stalled, a compile in the other thread held the lock) is given up, its late
+  reply dropped, and the brain answers from what it has, on time.
+
+Positions cross the pipe as tuples of moves (the child keeps their env states); masks and
+search results as small numpy arrays. Requests and replies are pickles with a 4-byte
+length; the child runs `compile_search` and `time_search` in a second thread, so that the
+brain's deep search compiles beside its moves, as it did in one process. The child exits
+when the pipe closes (the brain ended or was killed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+_HEADER = struct.Struct(">I")
+# Run in the child's second thread: these take seconds and must not hold up searches.
+_BACKGROUND = ("compile_search", "time_search")
+
+
+def _send(stream, lock, message) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    with lock:
+        stream.write(_HEADER.pack(len(data)) + data)
+        stream.flush()
+
+
+def _receive(stream):
+    """The next message, or None at the end of the stream."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)
+
+
+class WorkerError(RuntimeError):
+    """The search process failed a call (its traceback is on the brain's stderr) or died."""
+
+
+class Thought:
+    """What the brain reads of a search's result (`agent.Thought`'s fields it uses)."""
+
+    def __init__(self, action: int, value: float, simulations: int):
+        self.action, self.value, self.simulations = int(action), float(value), int(simulations)
+
+    @property
+    def win_rate(self) -> float:
+        return min(1.0, max(0.0, (self.value + 1.0) / 2.0))
+
+
+class RemoteAgent:
+    """An `agent.Agent` for the Gomocup brain, living in a child process.
+
+    Positions are tuples of actions (`new_game()` is `()`); the methods are the ones
+    `gomocup.Brain` calls. A call made while `deadline` (a `time.perf_counter()` value) is
+    set gives up at that time with `TimeoutError`.
+
+    Args:
+      model: a `gomocup.Model`; size, rule: the board; seed: of the search keys.
+    Raises:
+      WorkerError: the model failed to load (the reason in the message).
+    """
+
+    def __init__(self, model, size: int, rule: str, seed: int = 0):
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "az_jax.gomocup_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=os.environ.copy())
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, Future] = {}
+        self._ids = itertools.count()
+        self._closed = False
+        threading.Thread(target=self._read_replies, daemon=True).start()
+        self.deadline: float | None = None
+        self.mask_seconds: float | None = None
+        self._compiled: set[tuple[int, bool]] = set()  # (sims, evaluation) compiled there
+        self._tactics = None
+        # Its fields, not the object: the brain's module may be __main__ here.
+        self._call("load", dataclasses.asdict(model), size, rule, seed)
+
+    # ------------------------------------------------------------------ the pipe
+    def _read_replies(self) -> None:
+        stream = self._proc.stdout
+        while True:
+            try:
+                reply = _receive(stream)
+            except (OSError, ValueError, pickle.UnpicklingError):
+                reply = None
+            if reply is None:
+                break
+            call_id, ok, value = reply
+            future = self._pending.pop(call_id, None)
+            if future is None:  # given up: its deadline passed
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(WorkerError(value))
+        self._closed = True
+        for future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(WorkerError("the search process ended"))
+        self._pending.clear()
+
+    def _call(self, method: str, *args, timed: bool = False):
+        if self._closed:
+            raise WorkerError("the search process ended")
+        call_id, future = next(self._ids), Future()
+        self._pending[call_id] = future
+        try:
+            _send(self._proc.stdin, self._write_lock, (call_id, method, args))
+        except (OSError, ValueError) as e:
+            self._pending.pop(call_id, None)
+            raise WorkerError(f"the search process ended ({e})") from None
+        timeout = None
+        if timed and self.deadline is not None:
+            timeout = max(0.0, self.deadline - time.perf_counter())
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            self._pending.pop(call_id, None)
+            raise TimeoutError(f"{method} passed the move's deadline") from None
+
+    def close(self) -> None:
+        """Ends the child process (it exits when its pipe closes)."""
+        self._closed = True
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    # ------------------------------------------------------------------ Agent's methods
+    @property
+    def tactics(self):
+        return self._tactics
+
+    @tactics.setter
+    def tactics(self, value) -> None:
+        self._call("set_tactics", value)
+        self._tactics = value
+
+    @staticmethod
+    def new_game() -> tuple:
+        return ()
+
+    @staticmethod
+    def play(state: tuple, action: int) -> tuple:
+        return (*state, int(action))
+
+    def root_mask(self, state):
+        invalid, self.mask_seconds = self._call("root_mask", state, timed=True)
+        return invalid
+
+    def plain_mask(self, state):
+        return self._call("plain_mask", state, timed=True)
+
+    def _run(self, state, sims: int, evaluation: bool, invalid=None):
+        return self._call("run", state, int(sims), bool(evaluation), invalid, timed=True)
+
+    def compile_search(self, state, sims: int, evaluation: bool) -> None:
+        self._call("compile_search", state, int(sims), bool(evaluation))
+        self._compiled.add((int(sims), bool(evaluation)))
+
+    def time_search(self, state, sims: int, evaluation: bool) -> None:
+        self._call("time_search", state, int(sims), bool(evaluation))
+
+    def warmup(self, num_simulations: int | None = None) -> float:
+        return self._call("warmup", num_simulations)
+
+    def think(self, state, num_simulations: int) -> Thought:
+        action, value, sims = self._call("think", state, int(num_simulations))
+        return Thought(action, value, sims)
+
+    def _thought(self, action, root_value, visits, q, weights, sims, t0) -> Thought:
+        del weights, t0
+        chosen = float(q[action])
+        return Thought(action, root_value if chosen != chosen else chosen, sims)
+
+
+# ====================================================================== the child
+class _Worker:
+    """The child's side: one Agent, the env states of the positions it was asked about."""
+
+    def __init__(self):
+        self.agent = None
+        self._states: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def state(self, moves: tuple):
+        """The env state after `moves` (stepping on from the longest known prefix)."""
+        with self._lock:
+            if moves in self._states:
+                return self._states[moves]
+            start = max((k for k in self._states if moves[:len(k)] == k), key=len,
+                        default=())
+            state = self._states[start] if start in self._states else self.agent.new_game()
+            for a in moves[len(start):]:
+                state = self.agent.play(state, a)
+            if len(self._states) >= 8:
+                self._states.pop(next(iter(self._states)))
+            self._states[moves] = state
+            return state
+
+    def load(self, fields, size, rule, seed):
+        from az_jax import gomocup
+
+        self.agent = gomocup.load_agent(gomocup.Model(**fields), size, rule, seed)
+
+    def set_tactics(self, value):
+        self.agent.tactics = value
+
+    def root_mask(self, moves):
+        import numpy as np
+
+        invalid = np.asarray(self.agent.root_mask(self.state(moves)))
+        return invalid, self.agent.mask_seconds
+
+    def plain_mask(self, moves):
+        import numpy as np
+
+        return np.asarray(self.agent.plain_mask(self.state(moves)))
+
+    def run(self, moves, sims, evaluation, invalid):
+        return self.agent._run(self.state(moves), sims, evaluation, invalid)
+
+    def compile_search(self, moves, sims, evaluation):
+        self.agent.compile_search(self.state(moves), sims, evaluation)
+
+    def time_search(self, moves, sims, evaluation):
+        self.agent.time_search(self.state(moves), sims, evaluation)
+
+    def warmup(self, sims):
+        return self.agent.warmup(sims)
+
+    def think(self, moves, sims):
+        t = self.agent.think(self.state(moves), sims)
+        return t.action, t.value, t.simulations
+
+
+def serve(requests, replies) -> None:
+    """The child's loop: requests from `requests` until it ends, replies to `replies`."""
+    import queue
+    import traceback
+
+    worker, lock = _Worker(), threading.Lock()
+    queues = {"main": queue.Queue(), "background": queue.Queue()}
+
+    def work(q):
+        while True:
+            call_id, method, args = q.get()
+            try:
+                result = (call_id, True, getattr(worker, method)(*args))
+            except Exception as e:  # noqa: BLE001 - the brain decides; the cause on stderr
+                traceback.print_exc(file=sys.stderr)
+                result = (call_id, False, f"{type(e).__name__}: {e}")
+            try:
+                _send(replies, lock, result)
+            except (OSError, ValueError):
+                os._exit(0)  # the brain is gone
+
+    for q in queues.values():
+        threading.Thread(target=work, args=(q,), daemon=True).start()
+    while True:
+        message = _receive(requests)
+        if message is None:
+            return
+        queues["background" if message[1] in _BACKGROUND else "main"].put(message)
+
+
+def main() -> None:
+    # The pipe to the brain is this process's stdout; anything else that writes there (a
+    # library's print, a C++ log line) goes to stderr instead.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        serve(sys.stdin.buffer, replies)
+    except Exception:  # noqa: BLE001 - on the brain's stderr, then exit
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        sys.stderr.flush()
+        os._exit(0)  # without waiting for a compile still running in a thread
+
+
+if __name__ == "__main__":
+    main()
