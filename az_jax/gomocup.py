@@ -621,8 +621,9 @@ class Brain:
                 action = None
             took = time.perf_counter() - t1
             if size == self.chunk:
-                self._chunk_s = took if self._chunk_s is None else max(
-                    took, 0.9 * self._chunk_s + 0.1 * took)
+                if action is not None:  # (a call given up says nothing of a chunk's speed)
+                    self._chunk_s = took if self._chunk_s is None else max(
+                        took, 0.9 * self._chunk_s + 0.1 * took)
             else:  # the slowest deep search so far, decaying as the chunk's
                 deep = (size, max(took, 0.9 * deep[1] + 0.1 * took))
                 box = self._job[-1]
@@ -646,6 +647,11 @@ class Brain:
             values.append(v)
             sims += size
         if first is None:
+            if not fastest and self._chunk_s:
+                # No chunk ran. An estimate that keeps chunks out is never timed again, so
+                # it decays: after one slow chunk (a stalled machine) the brain searches
+                # again a few moves later instead of never.
+                self._chunk_s *= 0.8
             return None
         action = first
         if visits[action] < visits.max():

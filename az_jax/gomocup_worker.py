@@ -35,6 +35,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 _HEADER = struct.Struct(">I")
 # Run in the child's second thread: these take seconds and must not hold up searches.
 _BACKGROUND = ("compile_search", "time_search")
+_CANCEL = "cancel"  # a request given up by the brain: skipped if it has not started
 
 
 def _send(stream, lock, message) -> None:
@@ -141,6 +142,10 @@ class RemoteAgent:
             return future.result(timeout)
         except FutureTimeout:
             self._pending.pop(call_id, None)
+            try:  # not started yet: the child skips it (no stale work ahead of later calls)
+                _send(self._proc.stdin, self._write_lock, (call_id, _CANCEL, ()))
+            except (OSError, ValueError):
+                pass
             raise TimeoutError(f"{method} passed the move's deadline") from None
 
     def close(self) -> None:
@@ -274,10 +279,14 @@ def serve(requests, replies) -> None:
 
     worker, lock = _Worker(), threading.Lock()
     queues = {"main": queue.Queue(), "background": queue.Queue()}
+    cancelled: set[int] = set()
 
     def work(q):
         while True:
             call_id, method, args = q.get()
+            if call_id in cancelled:
+                cancelled.discard(call_id)
+                continue
             try:
                 result = (call_id, True, getattr(worker, method)(*args))
             except Exception as e:  # noqa: BLE001 - the brain decides; the cause on stderr
@@ -294,7 +303,10 @@ def serve(requests, replies) -> None:
         message = _receive(requests)
         if message is None:
             return
-        queues["background" if message[1] in _BACKGROUND else "main"].put(message)
+        if message[1] == _CANCEL:
+            cancelled.add(message[0])
+        else:
+            queues["background" if message[1] in _BACKGROUND else "main"].put(message)
 
 
 def main() -> None:

@@ -244,10 +244,14 @@ class Brain:
                 pids += [int(c) for c in (task / "children").read_text().split()]
         return total
 
+    def children(self) -> list[int]:
+        """The pids of the brain's child processes (its search process)."""
+        return [int(c) for t in Path(f"/proc/{self.proc.pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+
     def processes(self) -> int:
         """The brain's processes: itself and its children."""
-        return 1 + sum(len((t / "children").read_text().split())
-                       for t in Path(f"/proc/{self.proc.pid}/task").iterdir())
+        return 1 + len(self.children())
 
     def close(self):
         if self.proc.poll() is None:
@@ -401,6 +405,53 @@ def test_timed_games_at_50_and_200_ms(conv, cache):
             assert brain.ask("RESTART")[0] == "OK"
     finally:
         brain.close()
+
+
+def test_a_busy_search_process_costs_no_time(conv, cache, monkeypatch):
+    """The search process busy with a call that overruns (a search of 3000 simulations,
+    compiled first: seconds): every move still comes within its 200 ms, from the tactical
+    check, its calls given up at the budget; once the long call is done the moves are
+    searched again (the given-up calls are skipped by the search process, and a late
+    reply is dropped, not taken for a later call's). In process: the brain's own
+    RemoteAgent, a real child process."""
+    monkeypatch.setenv("AZ_JAX_CACHE", str(cache))
+    out = []
+    brain = gomocup.Brain(out.append, [gomocup.read_model(conv)], turn_ms=200)
+    brain.handle("START 9")
+    agent = brain._agent(float("inf"))  # loaded
+    long = threading.Thread(target=agent._call, args=("run", (40,), 3000, True, None))
+    long.start()
+    time.sleep(0.2)  # the request is in the search process's queue
+    rng = np.random.default_rng(3)
+    played, searched = 0, 0
+    try:
+        for phase in ("busy", "free"):
+            if phase == "free":
+                long.join(timeout=300)
+                assert not long.is_alive()
+                brain.handle("RESTART")
+            for _ in range(4):
+                empty = [i for i, c in enumerate(brain.board.cells) if c < 0]
+                a = int(rng.choice(empty))
+                n = len(out)
+                t0 = time.perf_counter()
+                brain.handle(f"TURN {a % 9},{a // 9}")
+                took = time.perf_counter() - t0
+                assert took < 0.2, (phase, took, out[n:])
+                message = out[n]
+                if phase == "busy":
+                    assert long.is_alive(), "the long call ended too soon to test anything"
+                    assert message.startswith("MESSAGE tactical move"), message
+                else:
+                    searched += message.startswith("MESSAGE eval")
+                played += 1
+                if brain.board.over:
+                    break
+        assert searched >= 3, out[-8:]
+    finally:
+        _close = getattr(agent, "close", None)
+        if _close:
+            _close()
 
 
 def test_peak_memory_with_a_warm_cache(conv, cache):
