@@ -240,6 +240,7 @@ class _Worker:
         from az_jax import gomocup
 
         self.agent = gomocup.load_agent(gomocup.Model(**fields), size, rule, seed)
+        self.state((0,))  # compiles the step now, not in the first move with a stone
 
     def set_tactics(self, value):
         self.agent.tactics = value
