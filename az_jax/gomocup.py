@@ -38,7 +38,8 @@ Processes: this one reads the commands and never imports JAX; the model lives in
 search process it starts (az_jax.gomocup_worker, one at a time; ended with the brain). So
 the tactical answers stay on time while JAX imports and compiled programs load there (calls
 that hold Python's interpreter lock for up to ~0.2 s), and a search call still running when
-the move's budget ends is given up (the move is made of what came back in time).
+the move's time is nearly over (20 ms left) is given up (the move is made of what came back
+in time).
 
 Time: a move searches in small compiled chunks of --chunk simulations (each with fresh
 Gumbel noise: one compiled search; visit counts added up) while the next chunk, timed by the
@@ -532,8 +533,9 @@ class Brain:
         return self._state
 
     # ------------------------------------------------------------------ thinking
-    def budget(self) -> float:
-        """Seconds to search for this move, from when its command arrived."""
+    def move_seconds(self) -> float:
+        """Seconds this move may take, from when its command arrived: the turn, or less
+        when INFO time_left runs short."""
         turn = self.info["timeout_turn"]
         seconds = turn / 1000.0 if turn and turn > 0 else 0.0
         left = self.info["time_left"]
@@ -541,7 +543,11 @@ class Brain:
             empty = self.size * self.size - len(self.board.moves)
             moves_left = max(8, empty // 4)  # our moves still to come, roughly
             seconds = min(seconds, left / 1000.0 / moves_left)
-        return search_budget(seconds)
+        return seconds
+
+    def budget(self) -> float:
+        """Seconds to search for this move, from when its command arrived."""
+        return search_budget(self.move_seconds())
 
     def think_and_play(self) -> str:
         if self.board.over:
@@ -587,14 +593,17 @@ class Brain:
         a long turn, one deep search comes first once it is compiled (`_deep`).
 
         An agent in a child process (`gomocup_worker.RemoteAgent`) gives up a call still
-        running at the end of the budget (`deadline`): the move is then made of the chunks
-        that came back in time (none: the tactical check plays)."""
+        running when the move's time is nearly over (`deadline`: the budget is what the
+        searches plan to fill; this is the time left to them, less SAFETY_S twice for the
+        answer): the move is then made of the chunks that came back in time (none: the
+        tactical check plays)."""
         import numpy as np
 
         budget = self.budget()
         fastest = not self.info["timeout_turn"]  # 0: as fast as possible, one chunk
         if hasattr(agent, "deadline"):
-            agent.deadline = None if fastest else t0 + budget
+            agent.deadline = None if fastest else t0 + max(
+                budget, self.move_seconds() - 2 * SAFETY_S)
         with_tactics = fastest or (time.perf_counter() - t0 + (agent.mask_seconds or 0.0)
                                    + (self._chunk_s or 0.0) <= budget)
         try:
