@@ -357,6 +357,25 @@ def test_remote_agent_searches_as_the_agent_and_gives_up_at_deadlines(conv, cach
         remote.close()
 
 
+def test_precompile_fills_the_cache_and_exits(conv, tmp_path):
+    """`--precompile 9`: the search process compiles the brain's programs into the cache
+    (a fresh one here) and the command exits 0 (its search process with it)."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", AZ_JAX_CACHE=str(cache))
+    done = subprocess.run([sys.executable, "-m", "az_jax.gomocup", "--workdir", str(conv),
+                           "--precompile", "9"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"compiled c9 for 9x9 in \d+ s", done.stderr), done.stderr[-2000:]
+    names = [p.name for p in cache.iterdir()]
+    for program in ("jit_step", "jit__mask_batch", "jit__think_batch"):
+        assert any(n.startswith(program) for n in names), (program, names)
+    bad = subprocess.run([sys.executable, "-m", "az_jax.gomocup", "--workdir", str(conv),
+                          "--precompile", "nine"], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=60)
+    assert bad.returncode == 2 and "--precompile takes sizes like 15,20" in bad.stderr
+
+
 def test_launch_with_no_arguments_answers_at_once(cache):
     """As a manager runs it: no arguments; the shipped models decide what START takes."""
     brain = Brain([], cache)
