@@ -85,6 +85,7 @@ import traceback
 from pathlib import Path
 
 from az_jax import cli
+from az_jax.gomocup_worker import RemoteAgent, load_agent  # noqa: F401 (in-process)
 
 # ASCII digits only, at most 9 of them: `int` would take other scripts' digits, and
 # thousands of digits (Python refuses more than 4300) are no coordinate.
@@ -107,7 +108,6 @@ RULES = {0: "freestyle", 1: "standard"}  # INFO rule bit 1: exactly five
 # shipped one (700 iterations more) beat that first stage 27-1-12 (README, Shipped models);
 # gomoku_9x9 beat it 10-7-3 on 9x9 at iteration 125 of its 700 (the final one not measured).
 PREFERRED = ("gomoku_15x15", "gomoku_9x9", "gomoku_conv")
-XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 # Deep searches: when a move's budget is at least DEEP_BUDGET_S (a turn of about 1 s or
 # more) and no INFO max_memory below THREATS_MEMORY_MB holds the brain back, a second
 # search program of chunk x 2^k simulations (the most that DEEP_SHARE of the budget fits,
@@ -223,44 +223,6 @@ def choose(models: list[Model], size: int, rule: str) -> Model:
     return min(fits, key=lambda m: (abs(m.size - size), rank.get(m.name, len(rank)), m.name))
 
 
-def configure_jax() -> None:
-    """Lean XLA (one thread, no thread pool) and the persistent compilation cache; call
-    before JAX is imported."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " " + XLA_FLAGS).strip()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from az_jax import parallel_setup
-
-    if parallel_setup.use_compilation_cache(min_compile_seconds=0.0) is not None:
-        import jax
-
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-def load_agent(model: Model, size: int, rule: str, seed: int = 0):
-    """An Agent for `model` on a size x size board under `rule` (imports JAX)."""
-    configure_jax()
-    import envs
-    from az_jax import agent as agent_lib
-    from az_jax import checkpoint as ckpt
-
-    agent_lib.quiet_logs()
-    env = envs.make("gomoku", size=size, rule=rule)
-    if model.weights is not None:
-        restored = ckpt.load_weights(model.weights, play_env=env)
-    else:
-        restored = ckpt.restore(model.workdir, step=model.step, play_env=env)
-    return agent_lib.Agent(restored, seed=seed)
-
-
-def _remote_agent(model: Model, size: int, rule: str, seed: int):
-    """The default loader: the Agent in a child process (`gomocup_worker`)."""
-    from az_jax import gomocup_worker
-
-    return gomocup_worker.RemoteAgent(model, size, rule, seed)
-
-
 def _close(agent) -> None:
     """Ends an agent's child process, if it has one."""
     if hasattr(agent, "close"):
@@ -354,7 +316,7 @@ class Brain:
                  sims: int | None = None, turn_ms: int = 5000, seed: int = 0):
         self.write = write
         self.models = list(models)
-        self.loader = loader or (lambda m, n, r: _remote_agent(m, n, r, seed))
+        self.loader = loader or (lambda m, n, r: RemoteAgent(m, n, r, seed))
         self.chunk = int(chunk)
         self.sims = sims
         self.info = {"timeout_turn": int(turn_ms), "timeout_match": 0, "time_left": None,
@@ -413,6 +375,7 @@ class Brain:
                 agent.warmup(self.sims)
             else:  # one compiled chunk (noisy: each chunk adds a fresh sample)
                 invalid = agent.root_mask(state)  # compiles the root tactics
+                agent.plain_mask(state)  # and the mask of a move with no time for them
                 agent._run(state, self.chunk, False, invalid)
                 t1 = time.perf_counter()
                 agent._run(state, self.chunk, False, invalid)  # compiled now: its speed

@@ -29,9 +29,11 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 _HEADER = struct.Struct(">I")
 # Run in the child's second thread: these take seconds and must not hold up searches.
 _BACKGROUND = ("compile_search", "time_search")
@@ -213,6 +215,38 @@ class RemoteAgent:
 
 
 # ====================================================================== the child
+def configure_jax() -> None:
+    """Lean XLA (one thread, no thread pool) and the persistent compilation cache; call
+    before JAX is imported."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " " + XLA_FLAGS).strip()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from az_jax import parallel_setup
+
+    if parallel_setup.use_compilation_cache(min_compile_seconds=0.0) is not None:
+        import jax
+
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def load_agent(model, size: int, rule: str, seed: int = 0):
+    """An Agent for `model` (a `gomocup.Model`: its `weights`, else its `workdir` and
+    `step`) on a size x size board under `rule` (imports JAX)."""
+    configure_jax()
+    import envs
+    from az_jax import agent as agent_lib
+    from az_jax import checkpoint as ckpt
+
+    agent_lib.quiet_logs()
+    env = envs.make("gomoku", size=size, rule=rule)
+    if model.weights is not None:
+        restored = ckpt.load_weights(model.weights, play_env=env)
+    else:
+        restored = ckpt.restore(model.workdir, step=model.step, play_env=env)
+    return agent_lib.Agent(restored, seed=seed)
+
+
 class _Worker:
     """The child's side: one Agent, the env states of the positions it was asked about."""
 
@@ -237,9 +271,7 @@ class _Worker:
             return state
 
     def load(self, fields, size, rule, seed):
-        from az_jax import gomocup
-
-        self.agent = gomocup.load_agent(gomocup.Model(**fields), size, rule, seed)
+        self.agent = load_agent(types.SimpleNamespace(**fields), size, rule, seed)
         self.state((0,))  # compiles the step now, not in the first move with a stone
 
     def set_tactics(self, value):
