@@ -8,8 +8,9 @@ JAX. When it loads a model it starts this module as a child process and calls th
   the interpreter lock for up to ~0.2 s; in one process a move asked meanwhile (50 ms
   turns) was answered late, although it only needed the one-ply tactical check;
 - a search call that does not come back by the move's deadline (`RemoteAgent.deadline`:
-  the machine stalled, a compile in the other thread held the lock) is given up, its late
-  reply dropped, and the brain answers from what it has, on time.
+  the machine stalled, a compile in the other thread held the lock) is given up: the child
+  skips it if it has not started, a late reply is dropped, and the brain answers from
+  what it has, on time.
 
 Positions cross the pipe as tuples of moves (the child keeps their env states); masks and
 search results as small numpy arrays. Requests and replies are pickles with a 4-byte
