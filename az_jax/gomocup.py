@@ -589,7 +589,7 @@ class Brain:
             t1 = time.perf_counter()
             try:
                 action, v, n, q, w = agent._run(state, size, size != self.chunk, invalid)
-            except TimeoutError:  # given up at the deadline: timed as at least that slow
+            except TimeoutError:  # given up at the deadline (a deep search: at least that slow)
                 action = None
             took = time.perf_counter() - t1
             if size == self.chunk:
