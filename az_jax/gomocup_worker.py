@@ -101,8 +101,11 @@ class RemoteAgent:
         self.mask_seconds: float | None = None
         self._compiled: set[tuple[int, bool]] = set()  # (sims, evaluation) compiled there
         self._tactics = None
-        # Its fields, not the object: the brain's module may be __main__ here.
-        self._call("load", dataclasses.asdict(model), size, rule, seed)
+        try:  # its fields, not the object: the brain's module may be __main__ here
+            self._call("load", dataclasses.asdict(model), size, rule, seed)
+        except BaseException:
+            self.close()  # no search process left behind by a model that failed to load
+            raise
 
     # ------------------------------------------------------------------ the pipe
     def _read_replies(self) -> None:
@@ -162,10 +165,6 @@ class RemoteAgent:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._proc.kill()
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
 
     # ------------------------------------------------------------------ Agent's methods
     @property
