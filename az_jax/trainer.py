@@ -549,7 +549,9 @@ def init_variables(source: str, setup: Setup) -> dict:
                          f"{restored.config.network.get('head', 'dense')} head, norm "
                          f"{restored.config.network.norm}) does not fit this run's "
                          f"(first differences: {diff[:4]}); give the same network.* fields")
-    return jax.tree.map(jnp.asarray, restored.variables)
+    # Host copies: the restored arrays are committed to one device, which a run on a mesh
+    # of several devices cannot take as they are.
+    return jax.tree.map(np.asarray, restored.variables)
 
 
 def _move_aside(workdir: str, why: str, is_writer: bool) -> None:

@@ -52,6 +52,18 @@ def _worker(out_dir: str) -> None:
         report[f"full{n}"] = metrics["plies_full_search"]
         report[f"moves{n}"] = metrics["moves"]
 
+    # A new 4-device run starting from the 1-device run's network (train.init_from; no
+    # update: the replay never fills) holds exactly that network.
+    start = config.copy_and_resolve_references()
+    start.train.init_from, start.train.num_iterations = str(Path(out_dir) / "d1"), 1
+    start.replay.min_size = start.replay.capacity  # > the 80 plies of one iteration
+    trainer.train_and_evaluate(start, str(Path(out_dir) / "from1"), devices=devices)
+    report["init_from_diff"] = max(
+        float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(
+            jax.tree.leaves(checkpoint.restore(Path(out_dir) / "d1").variables),
+            jax.tree.leaves(checkpoint.restore(Path(out_dir) / "from1").variables),
+            strict=True))
+
     # The accelerator path (one jitted program, updates in a lax.scan) and the CPU path
     # (updates looped from the host) compute the same iterations.
     one = trainer.Setup(config, devices[:1])
@@ -118,6 +130,12 @@ def test_four_devices_train_like_one(result):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # The run trained: the parameters moved away from their initial values.
     assert report["moved"] > 1e-3
+
+
+@pytest.mark.slow
+def test_a_run_on_four_devices_starts_from_another_runs_network(result):
+    report, _, _ = result
+    assert report["init_from_diff"] == 0.0
 
 
 @pytest.mark.slow
