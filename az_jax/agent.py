@@ -290,6 +290,9 @@ class Agent:
         return WEIGHT_LABELS.get(str(self.config.search.policy), "search policy")
 
     def _thought(self, action, root_value, visits, q, weights, sims, t0) -> Thought:
+        # (arrays, or lists from the Gomocup brain, which adds up searches without numpy)
+        visits, q = np.asarray(visits).astype(np.int64), np.asarray(q, np.float32)
+        weights = np.asarray(weights, np.float32)
         chosen = float(q[action])
         value = root_value if np.isnan(chosen) else chosen  # the chosen move is always visited
         return Thought(action, self.env.action_to_str(action), value, visits, q, sims,

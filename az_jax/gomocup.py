@@ -76,6 +76,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import re
 import sys
@@ -131,6 +132,12 @@ def search_budget(seconds: float) -> float:
 def searches_deep(turn_ms: int) -> bool:
     """Whether turns of `turn_ms` (no memory limit, no match clock) get a deep search."""
     return search_budget(turn_ms / 1000.0) >= DEEP_BUDGET_S
+
+
+def _floats(values) -> list[float]:
+    """A search result's per-action figures as a list of floats (an in-process agent gives
+    numpy arrays, a remote one lists)."""
+    return [float(x) for x in (values.tolist() if hasattr(values, "tolist") else values)]
 
 
 def _show(text: str, limit: int = 40) -> str:
@@ -559,9 +566,8 @@ class Brain:
         running when the move's time is nearly over (`deadline`: the budget is what the
         searches plan to fill; this is the time left to them, less SAFETY_S twice for the
         answer): the move is then made of the chunks that came back in time (none: the
-        tactical check plays)."""
-        import numpy as np
-
+        tactical check plays). Results are added up in plain Python (lists: a remote
+        agent's replies), so that this process never imports numpy."""
         budget = self.budget()
         fastest = not self.info["timeout_turn"]  # 0: as fast as possible, one chunk
         if hasattr(agent, "deadline"):
@@ -609,13 +615,14 @@ class Brain:
                 self._deep_sims = size if action is not None else 0
             if action is None:
                 break
+            n, q, w = _floats(n), _floats(q), _floats(w)
+            q = [0.0 if x != x else x * k for x, k in zip(q, n, strict=True)]  # NaN: unvisited
             if first is None:
-                first, visits, weights = action, n, w.astype(np.float64)
-                q_sum = np.where(np.isnan(q), 0.0, q * n)
+                first, visits, q_sum, weights = action, n, q, w
             else:
-                visits = visits + n
-                q_sum = q_sum + np.where(np.isnan(q), 0.0, q * n)
-                weights = weights + w
+                visits = [a + b for a, b in zip(visits, n, strict=True)]
+                q_sum = [a + b for a, b in zip(q_sum, q, strict=True)]
+                weights = [a + b for a, b in zip(weights, w, strict=True)]
             values.append(v)
             sims += size
         if first is None:
@@ -626,12 +633,11 @@ class Brain:
                 self._chunk_s *= 0.8
             return None
         action = first
-        if visits[action] < visits.max():
-            action = int(np.flatnonzero(visits == visits.max())[0])
-        q_mean = np.where(visits > 0, q_sum / np.maximum(visits, 1), np.nan)
-        return agent._thought(action, float(np.mean(values)), visits,
-                              q_mean.astype(np.float32),
-                              (weights / len(values)).astype(np.float32), sims, t0)
+        if visits[action] < max(visits):
+            action = visits.index(max(visits))
+        q_mean = [qs / k if k > 0 else math.nan for qs, k in zip(q_sum, visits, strict=True)]
+        return agent._thought(action, sum(values) / len(values), visits, q_mean,
+                              [x / len(values) for x in weights], sims, t0)
 
     # ------------------------------------------------------------------ protocol
     def handle(self, line: str) -> bool:

@@ -12,11 +12,13 @@ JAX. When it loads a model it starts this module as a child process and calls th
   skips it if it has not started, a late reply is dropped, and the brain answers from
   what it has, on time.
 
-Positions cross the pipe as tuples of moves (the child keeps their env states); masks and
-search results as small numpy arrays. Requests and replies are pickles with a 4-byte
-length; the child runs `compile_search` and `time_search` in a second thread, so that the
-brain's deep search compiles beside its moves, as it did in one process. The child exits
-when the pipe closes (the brain ended or was killed).
+Positions cross the pipe as tuples of moves (the child keeps their env states), root masks
+as numbers naming the child's copy, search results as lists of floats: the brain's process
+never imports numpy either (~13 MB less of the memory a manager counts). Requests and
+replies are pickles with a 4-byte length; the child runs `compile_search` and
+`time_search` in a second thread, so that the brain's deep search compiles beside its
+moves, as it did in one process. The child exits when the pipe closes (the brain ended or
+was killed).
 """
 
 from __future__ import annotations
@@ -253,6 +255,8 @@ class _Worker:
     def __init__(self):
         self.agent = None
         self._states: dict[tuple, object] = {}
+        self._masks: dict[int, object] = {}  # the root masks of the last few moves
+        self._mask_ids = itertools.count()
         self._lock = threading.Lock()
 
     def state(self, moves: tuple):
@@ -277,19 +281,26 @@ class _Worker:
     def set_tactics(self, value):
         self.agent.tactics = value
 
-    def root_mask(self, moves):
-        import numpy as np
+    def _keep(self, mask) -> int:
+        """A number that names `mask` (kept here) in the brain's later `run` calls."""
+        with self._lock:
+            key = next(self._mask_ids)
+            self._masks[key] = mask
+            if len(self._masks) > 8:
+                self._masks.pop(next(iter(self._masks)))
+            return key
 
-        invalid = np.asarray(self.agent.root_mask(self.state(moves)))
-        return invalid, self.agent.mask_seconds
+    def root_mask(self, moves):
+        return self._keep(self.agent.root_mask(self.state(moves))), self.agent.mask_seconds
 
     def plain_mask(self, moves):
-        import numpy as np
+        return self._keep(self.agent.plain_mask(self.state(moves)))
 
-        return np.asarray(self.agent.plain_mask(self.state(moves)))
-
-    def run(self, moves, sims, evaluation, invalid):
-        return self.agent._run(self.state(moves), sims, evaluation, invalid)
+    def run(self, moves, sims, evaluation, mask):
+        invalid = None if mask is None else self._masks.get(mask)  # (None: computed anew)
+        action, value, visits, q, weights = self.agent._run(self.state(moves), sims,
+                                                            evaluation, invalid)
+        return action, value, visits.tolist(), q.tolist(), weights.tolist()
 
     def compile_search(self, moves, sims, evaluation):
         self.agent.compile_search(self.state(moves), sims, evaluation)
@@ -298,11 +309,11 @@ class _Worker:
         self.agent.time_search(self.state(moves), sims, evaluation)
 
     def warmup(self, sims):
-        return self.agent.warmup(sims)
+        return float(self.agent.warmup(sims))
 
     def think(self, moves, sims):
         t = self.agent.think(self.state(moves), sims)
-        return t.action, t.value, t.simulations
+        return int(t.action), float(t.value), int(t.simulations)
 
 
 def serve(requests, replies) -> None:
