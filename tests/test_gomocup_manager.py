@@ -482,12 +482,12 @@ def test_peak_memory_with_a_warm_cache(conv, cache, tmp_path):
     game, once its searches are in the compilation cache (the same game is played once
     before). The model is exported as the shipped ones are (`weights.msgpack`: orbax is
     never imported). The issue's target is 350 MB: with INFO max_memory of 350 MB, sent
-    after START as managers do, the root tactics are `win_and_block` and the peak was
-    315-320 MB with the other core busy, but 365-372 MB in a freshly installed venv (CI):
-    RSS counts the pages of jaxlib's shared library that are mapped, 129 MB of a freshly
-    written libjax_common.so against 92 MB of one installed long ago (the page cache and
-    the kernel's fault-around decide; the anonymous memory is the same), so the bound
-    is 400 MB. With no limit the threat search loads too (~410-460 MB)."""
+    after START as managers do, the root tactics are `win_and_block` and the peak is
+    306-309 MB (stop 22; long-installed packages and a fresh CI venv). Before the command
+    process stopped importing numpy it was 315-320 MB, but 365-372 MB in freshly installed
+    venvs (CI): RSS counted more mapped pages of jaxlib's shared library there (the page
+    cache and the kernel's fault-around decide; the anonymous memory was the same), so the
+    bound stays 400 MB. With no limit the threat search loads too (~410-460 MB)."""
     from az_jax.gomocup import THREATS_MEMORY_MB
 
     model = tmp_path / "model"
