@@ -64,7 +64,7 @@ default ~/.cache/az_jax/jax; "off" disables it), so later starts are fast: --pre
 fills it once after installing.
 
 Memory (both processes): XLA runs on one thread with no thread pool; the JAX runtime alone
-is ~190 MB, this process ~30 MB, a brain whose search is cached ~290-320 MB with
+is ~190 MB, this process ~18 MB, a brain whose search is cached ~290-320 MB with
 `win_and_block` root tactics, ~410 MB with the threat search (its program adds ~100 MB as
 it loads, up to ~490 MB in all measured under load; a compile adds ~250 MB at its peak).
 INFO max_memory below 540 MB, read when the model is loaded (managers send it just after

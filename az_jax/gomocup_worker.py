@@ -249,6 +249,13 @@ def load_agent(model, size: int, rule: str, seed: int = 0):
     return agent_lib.Agent(restored, seed=seed)
 
 
+def _remember(cache: dict, key, value, size: int = 8) -> None:
+    """Stores `value` under `key`, dropping the oldest entries beyond `size`."""
+    cache[key] = value
+    while len(cache) > size:
+        cache.pop(next(iter(cache)))
+
+
 class _Worker:
     """The child's side: one Agent, the env states of the positions it was asked about."""
 
@@ -269,9 +276,7 @@ class _Worker:
             state = self._states[start] if start in self._states else self.agent.new_game()
             for a in moves[len(start):]:
                 state = self.agent.play(state, a)
-            if len(self._states) >= 8:
-                self._states.pop(next(iter(self._states)))
-            self._states[moves] = state
+            _remember(self._states, moves, state)
             return state
 
     def load(self, fields, size, rule, seed):
@@ -285,9 +290,7 @@ class _Worker:
         """A number that names `mask` (kept here) in the brain's later `run` calls."""
         with self._lock:
             key = next(self._mask_ids)
-            self._masks[key] = mask
-            if len(self._masks) > 8:
-                self._masks.pop(next(iter(self._masks)))
+            _remember(self._masks, key, mask)
             return key
 
     def root_mask(self, moves):
