@@ -319,20 +319,28 @@ class _Worker:
         return int(t.action), float(t.value), int(t.simulations)
 
 
-def serve(requests, replies) -> None:
-    """The child's loop: requests from `requests` until it ends, replies to `replies`."""
+def serve(requests, replies, worker=None) -> None:
+    """The child's loop: requests from `requests` until it ends, replies to `replies`
+    (`worker`: the object whose methods the requests call; default a `_Worker`)."""
     import queue
     import traceback
 
-    worker, lock = _Worker(), threading.Lock()
+    worker, lock = worker or _Worker(), threading.Lock()
     queues = {"main": queue.Queue(), "background": queue.Queue()}
+    # Calls queued and not started; a cancel marks only those (one for a call already
+    # started or answered is dropped, so neither set outgrows the queues).
+    waiting: set[int] = set()
     cancelled: set[int] = set()
+    guard = threading.Lock()
 
     def work(q):
         while True:
             call_id, method, args = q.get()
-            if call_id in cancelled:
+            with guard:
+                waiting.discard(call_id)
+                skip = call_id in cancelled
                 cancelled.discard(call_id)
+            if skip:
                 continue
             try:
                 result = (call_id, True, getattr(worker, method)(*args))
@@ -350,10 +358,13 @@ def serve(requests, replies) -> None:
         message = _receive(requests)
         if message is None:
             return
-        if message[1] == _CANCEL:
-            cancelled.add(message[0])
-        else:
-            queues["background" if message[1] in _BACKGROUND else "main"].put(message)
+        with guard:
+            if message[1] == _CANCEL:
+                if message[0] in waiting:
+                    cancelled.add(message[0])
+                continue
+            waiting.add(message[0])
+        queues["background" if message[1] in _BACKGROUND else "main"].put(message)
 
 
 def main() -> None:

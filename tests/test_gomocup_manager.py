@@ -160,6 +160,58 @@ def test_protocol_answers_before_any_model_loads():
         loader.release.set()
 
 
+class _Blocking:
+    """A search process's worker: `hold` blocks until released, `echo` answers at once."""
+
+    def __init__(self):
+        self.release, self.calls = threading.Event(), []
+
+    def hold(self):
+        self.calls.append("hold")
+        self.release.wait(30)
+        return "held"
+
+    def echo(self, x):
+        self.calls.append(x)
+        return x
+
+
+def test_search_process_skips_cancelled_calls_that_have_not_started():
+    """`gomocup_worker.serve` over real pipes: a call the brain gives up is skipped when
+    it is still queued; one given up after it started is answered (the brain drops it)."""
+    from az_jax import gomocup_worker as gw
+
+    r_req, w_req = os.pipe()
+    r_rep, w_rep = os.pipe()
+    requests, to_child = os.fdopen(r_req, "rb"), os.fdopen(w_req, "wb")
+    from_child, replies = os.fdopen(r_rep, "rb"), os.fdopen(w_rep, "wb")
+    worker, lock = _Blocking(), threading.Lock()
+    child = threading.Thread(target=gw.serve, args=(requests, replies, worker), daemon=True)
+    child.start()
+    try:
+        gw._send(to_child, lock, (1, "hold", ()))
+        deadline = time.monotonic() + 10
+        while worker.calls != ["hold"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.calls == ["hold"]
+        gw._send(to_child, lock, (2, "echo", ("queued",)))
+        gw._send(to_child, lock, (1, gw._CANCEL, ()))  # started: still answered
+        gw._send(to_child, lock, (2, gw._CANCEL, ()))  # queued: skipped
+        gw._send(to_child, lock, (3, "echo", ("after",)))
+        time.sleep(0.2)  # the cancels reach the child before the release
+        worker.release.set()
+        assert gw._receive(from_child) == (1, True, "held")
+        assert gw._receive(from_child) == (3, True, "after")
+        assert worker.calls == ["hold", "after"]
+    finally:
+        worker.release.set()
+        to_child.close()  # the child's loop ends at the end of its input
+        child.join(10)
+        for f in (requests, from_child, replies):
+            f.close()
+    assert not child.is_alive()
+
+
 def test_conv_models_play_other_sizes_dense_ones_do_not(tmp_path):
     dense = make_run(tmp_path / "d9", "gomoku", size=9)
     conv = conv_run(tmp_path / "c9")
