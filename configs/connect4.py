@@ -18,7 +18,10 @@ def get_config():
         # the root-value targets and the playout cap added nothing measurable on top. A
         # second round (stop 22, two seeds each): 2e-2 beat 1e-2 with both seeds (8.9 and
         # 8.6% against 9.3 and 9.7%; network alone 19 against 22%), 5e-2 was worse.
-        # 1100 iterations: 0.77 s each on 2 idle cores, so ~15 minutes with evaluation.
+        # 1100 iterations: 0.77 s each on 2 idle cores, so ~15 minutes with evaluation
+        # (on slower days this machine took 1.1-1.4 s: the run then needs ~25 minutes).
+        # A third round (stop 23): 8 or 32 simulations, 4 or 20 sampled opening plies
+        # did not beat this config.
         c.train.learning_rate = 2e-2
     else:
         default.size(c, **dict(default.ACCELERATOR, iterations=400))
