@@ -53,6 +53,8 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from az_jax.mctx_backward import batched_backward
+
 POLICIES = ("gumbel", "muzero")
 TACTICS = ("none", "win", "win_and_block", "threats")
 # Read when a config has no such field (configs saved before it existed): the search rule
@@ -464,8 +466,12 @@ class Search:
         return jax.vmap(one)(root, invalid, key)
 
     def _search(self, variables, root, invalid, key, evaluation, sims) -> mctx.PolicyOutput:
-        config = self.config
         chex.assert_equal_shape([root.prior_logits, invalid])
+        with batched_backward():  # mctx's own is slow on big batched trees (mctx_backward)
+            return self._mctx(variables, root, invalid, key, evaluation, sims)
+
+    def _mctx(self, variables, root, invalid, key, evaluation, sims) -> mctx.PolicyOutput:
+        config = self.config
         if config.policy == "gumbel":
             return mctx.gumbel_muzero_policy(
                 variables, key, root, self._recurrent[bool(evaluation)],

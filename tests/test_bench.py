@@ -55,6 +55,12 @@ def test_train(tmp_path):
               "sample_batches_per_s", "sample_compile_s")
 
 
+def test_backward(tmp_path):
+    out = _run(tmp_path, "backward", *SIZED, "--noise")
+    assert out["same_tree"] is True and out["evaluation"] is False
+    _positive(out, "mctx_s", "ours_s", "ratio_mctx_over_ours")
+
+
 def test_pgx_comparison(tmp_path):
     pytest.importorskip("pgx")
     out = _run(tmp_path, "pgx", *SIZED, "--quick")  # pgx-style and ours as trained

@@ -361,3 +361,49 @@ def test_configs_saved_before_the_fields_existed_still_load():
     c.search.tactics = "always"
     with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
         config_lib.validate(c, 1)
+
+
+@pytest.mark.parametrize("policy", search.POLICIES)
+@pytest.mark.parametrize("per_game_keys", [False, True])
+def test_batched_backward_builds_mctx_tree(policy, per_game_keys):
+    """az_jax's backward pass (one loop over the batch, mctx_backward) against mctx's own,
+    the reference: the same tree, bit for bit, with root noise, also under the outer vmap
+    of per-game keys (its custom batching rule)."""
+    s = SEARCH[policy]
+    states = _batch([], [4], [0, 4, 1], X_WINS)
+    root = s.root(VARS, states)
+    invalid = ~states.legal_action_mask
+    key = jax.random.PRNGKey(3)
+    if per_game_keys:
+        key = jax.random.split(key, 4)
+
+    def run(use_ours):
+        def one(r, i, k):
+            r, i = jax.tree.map(lambda x: x[None], (r, i))
+            search_ = s._search if use_ours else s._mctx
+            return jax.tree.map(lambda x: x[0], search_(VARS, r, i, k, False, 24))
+        if per_game_keys:
+            return jax.jit(jax.vmap(one))(root, invalid, key).search_tree
+        search_ = s._search if use_ours else s._mctx
+        return jax.jit(lambda *a: search_(VARS, *a, False, 24))(root, invalid, key).search_tree
+
+    ours, theirs = run(True), run(False)
+    assert int(ours.node_visits[:, 0].min()) == 25  # every simulation was backed up
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_batched_backward_leaves_games_at_their_root_alone():
+    """A direct call: a game whose leaf is its root gets no update, the others theirs."""
+    from az_jax import mctx_backward
+    states = _batch([], [4, 0])
+    tree = jax.jit(lambda r, i, k: SEARCH["muzero"]._mctx(VARS, r, i, k, False, 6))(
+        SEARCH["muzero"].root(VARS, states), ~states.legal_action_mask,
+        jax.random.PRNGKey(0)).search_tree
+    leaf = jnp.array([0, 5], jnp.int32)  # game 0: at its root; game 1: node 5
+    ours = jax.jit(mctx_backward.backward)(tree, leaf)
+    theirs = jax.jit(mctx_backward.MCTX_BACKWARD)(tree, leaf)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(ours.node_visits[0], tree.node_visits[0])
+    assert int(ours.node_visits[1, 0]) == int(tree.node_visits[1, 0]) + 1

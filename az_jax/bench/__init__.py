@@ -17,6 +17,10 @@ Subcommands, one module each in az_jax/bench/:
   pgx   (pgx.py) Our self-play vs self-play written as pgx's AlphaZero example writes it,
         with the same network, simulations, batch and plies: the ratio ours/pgx.
 
+  backward  (backward.py) One batched search with mctx's own backward pass vs
+        az_jax.mctx_backward's (which az_jax's searches use): both times, the ratio, and
+        whether the trees are identical.
+
   all   (suite.py) All of the above with small defaults, one JSON.
 
   learn  (learn.py) Learning per wall-clock minute: trains from scratch with train.py for
@@ -36,6 +40,7 @@ Examples:
   python -m az_jax.bench selfplay --config configs/connect4.py --devices 1,2
   python -m az_jax.bench train --config configs/connect4.py --config.network.channels=32
   python -m az_jax.bench pgx --config configs/connect4.py
+  python -m az_jax.bench backward --model gomoku_9x9 --batch 32 --sims 1024
   python -m az_jax.bench all --devices 1,2 --json bench.json
   python -m az_jax.bench learn --config configs/connect4.py --minutes 10 \\
       --config.train.learning_rate=3e-3
@@ -54,11 +59,11 @@ import os
 import sys
 
 from az_jax import config as config_lib
-from az_jax.bench import env, learn, pgx, selfplay, suite, train
+from az_jax.bench import backward, env, learn, pgx, selfplay, suite, train
 
 # name -> the module that runs it (HELP, DESCRIPTION, add_args, run).
-SUBCOMMANDS = {"env": env, "selfplay": selfplay, "train": train, "pgx": pgx, "all": suite,
-               "learn": learn}
+SUBCOMMANDS = {"env": env, "selfplay": selfplay, "train": train, "pgx": pgx,
+               "backward": backward, "all": suite, "learn": learn}
 
 
 def build_parser() -> argparse.ArgumentParser:
