@@ -22,10 +22,13 @@ import threading
 
 import jax
 import jax.numpy as jnp
-from mctx._src import search as _mctx_search
-from mctx._src.tree import Tree
+from mctx import Tree
 
-MCTX_BACKWARD = _mctx_search.backward  # the original, vmapped per game
+try:  # mctx's private module: where a later mctx moves it, searches keep mctx's own
+    from mctx._src import search as _mctx_search
+    MCTX_BACKWARD = _mctx_search.backward  # the original, vmapped per game
+except (ImportError, AttributeError):
+    _mctx_search = MCTX_BACKWARD = None
 _LOCK = threading.RLock()
 
 
@@ -93,6 +96,9 @@ def batched_backward():
     """Within this block, mctx searches traced in this process back values up with
     `backward` (mctx looks its `backward` up when a search is traced). Threads that trace
     at once wait for each other; a search already compiled is not affected."""
+    if _mctx_search is None:
+        yield
+        return
     with _LOCK:
         before, _mctx_search.backward = _mctx_search.backward, backward
         try:

@@ -471,6 +471,8 @@ class Search:
             return self._mctx(variables, root, invalid, key, evaluation, sims)
 
     def _mctx(self, variables, root, invalid, key, evaluation, sims) -> mctx.PolicyOutput:
+        """The mctx policy call itself (with mctx's own backward pass outside
+        `batched_backward`: `bench backward` compares the two)."""
         config = self.config
         if config.policy == "gumbel":
             return mctx.gumbel_muzero_policy(
