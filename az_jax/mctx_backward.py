@@ -6,7 +6,7 @@ every game that, at each step up the tree, selects between the old and the updat
 the four value and visit arrays, all of them ([B, N] and [B, N, A]). So each simulation
 costs batch x nodes x actions, and a search of S simulations grows with B x S² x A. On a
 CPU this dominates large searches: a batch of 32 Gomoku 9x9 positions searched with 1024
-simulations took 59 s, 4 s with the function below (`python -m az_jax.bench backward`).
+simulations took 64 s, 4.5 s with the function below (`python -m az_jax.bench backward`).
 
 `backward` here does the same updates, in the same order and arithmetic (bit-identical
 trees, tests/test_search.py), as one loop over the batch whose condition is "some game has
