@@ -34,6 +34,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict:
     """One search each way, timed in turns; the trees compared leaf by leaf."""
     from az_jax import checkpoint, network, search
+    from az_jax.eval.players import random_legal
 
     c, batch, sims = common.sized_config(args)
     if args.model:
@@ -49,8 +50,7 @@ def run(args: argparse.Namespace) -> dict:
     states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(1), batch))
     for t in range(args.plies):  # random openings, the same for both
         keys = jax.random.split(jax.random.PRNGKey(100 + t), batch)
-        moves = jax.vmap(lambda k, m: jax.random.categorical(k, jnp.where(m, 0.0, -1e9)))(
-            keys, states.legal_action_mask)
+        moves = jax.vmap(lambda k, m: random_legal(k, m[None])[0])(keys, states.legal_action_mask)
         after = jax.vmap(env.step)(states, moves, keys)
         states = jax.tree.map(  # games that ended stay where they were
             lambda a, b: jnp.where(after.done.reshape((-1,) + (1,) * (a.ndim - 1)), b, a),
@@ -82,7 +82,4 @@ def run(args: argparse.Namespace) -> dict:
     print(f"  az_jax's backward {result['ours_s'] * 1e3:9.1f} ms")
     print(f"  ratio mctx/ours   {result['ratio_mctx_over_ours']:9.2f}   same tree: "
           f"{result['same_tree']}")
-    result.update(common.peak_memory())
-    common.print_memory(result)
-    common.write_json(args.json, result)
-    return result
+    return common.finish(result, args.json)

@@ -80,6 +80,15 @@ def write_json(path: str | None, result: dict) -> None:
             json.dump(result, f, indent=2)
 
 
+def finish(result: dict, json_path: str | None) -> dict:
+    """Every subcommand's end: adds and prints the peak memory, writes the JSON (when
+    `json_path`), returns `result`."""
+    result.update(peak_memory())
+    print_memory(result)
+    write_json(json_path, result)
+    return result
+
+
 def best_time(fn, args, repeats: int) -> tuple[float, float]:
     """(compile + first call seconds, best of `repeats` timed calls)."""
     t = time.perf_counter()

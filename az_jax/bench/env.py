@@ -209,10 +209,7 @@ def run(args: argparse.Namespace) -> dict:
     out = {"subcommand": "env", **common.machine(), "results": rows}
     common.print_machine(out)
     _print_env_table(rows)
-    out.update(common.peak_memory())
-    common.print_memory(out)
-    common.write_json(args.json, out)
-    return out
+    return common.finish(out, args.json)
 
 
 def _print_env_table(rows: list[dict]) -> None:

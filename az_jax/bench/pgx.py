@@ -301,7 +301,4 @@ def _report(args, c, calls, batch, sims, plies, pgx_id, versus) -> dict:
           f"{result['ours_over_pgx_median']:.2f} by the median of the per-round ratios "
           f"(issue target >= 1.0); timed in turns over {args.repeats} rounds; 'cpu s' is the "
           "process CPU time of a call")
-    result.update(common.peak_memory())
-    common.print_memory(result)
-    common.write_json(args.json, result)
-    return result
+    return common.finish(result, args.json)

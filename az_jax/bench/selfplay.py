@@ -112,10 +112,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.devices:
         result["scaling"] = run_scaling(c, args.devices, args.plies, args.repeats)
         _print_scaling(result["scaling"], batch, sims, args.plies)
-    result.update(common.peak_memory())
-    common.print_memory(result)
-    common.write_json(args.json, result)
-    return result
+    return common.finish(result, args.json)
 
 
 def time_on_mesh(config, k: int, plies: int, repeats: int) -> dict:

@@ -108,7 +108,4 @@ def run(args: argparse.Namespace) -> dict:
               "CPU, backward convolutions inside a loop body are slow (README, Benchmarks)")
     print(f"  replay sampling      {result['sample_batches_per_s']:.1f} batches/s "
           f"(augment={result['augment']}; compile {result['sample_compile_s']:.1f}s)")
-    result.update(common.peak_memory())
-    common.print_memory(result)
-    common.write_json(args.json, result)
-    return result
+    return common.finish(result, args.json)
