@@ -151,9 +151,11 @@ class Env(abc.ABC):
         )
         nxt = _where(is_legal, moved, lost)
         nxt = nxt.replace(legal_action_mask=nxt.legal_action_mask | nxt.done)
-        nxt = nxt.replace(observation=self._observe(nxt))
         frozen = state.replace(rewards=jnp.zeros_like(state.rewards))
-        return _where(was_done, frozen, nxt)
+        nxt = _where(was_done, frozen, nxt)
+        # Built from the state alone, so a state passed in without its observation (a
+        # search tree stores none) steps to the same next state.
+        return nxt.replace(observation=self._observe(nxt))
 
     def winning_moves(self, state: State, player: Array) -> Array:
         """bool[A]: the moves with which `player` would win at once, were it `player`'s turn.

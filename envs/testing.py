@@ -73,8 +73,15 @@ def api_test(env: Env, num_games: int = 8, max_plies: int = 400, seed: int = 0) 
         use_illegal = has_illegal & (jax.random.uniform(k_pick, (B,)) < 0.03)
         action = jnp.where(use_illegal, illegal, legal)
         prev = state
-        state = step(state, action, jax.random.split(k_step, B))
+        keys = jax.random.split(k_step, B)
+        state = step(state, action, keys)
         _check_transition(env, prev, action, state, use_illegal)
+        # The next state is built from the game alone, never from the observation passed in
+        # (so XLA keeps no observation of a search tree's nodes: the children rebuild it).
+        blind = step(prev.replace(observation=jnp.zeros_like(prev.observation)), action, keys)
+        jax.tree.map(lambda a, b: np.testing.assert_array_equal(
+            a, b, err_msg="env.step's result depends on the observation passed in"),
+            blind, state)
         if check_wins is not None:
             check_wins(state)
         if env.max_game_length is not None:

@@ -59,6 +59,7 @@ def test_backward(tmp_path):
     out = _run(tmp_path, "backward", *SIZED, "--noise")
     assert out["same_tree"] is True and out["evaluation"] is False
     _positive(out, "mctx_s", "ours_s", "ratio_mctx_over_ours")
+    _positive(out["program_bytes"], "mctx", "ours")
 
 
 def test_pgx_comparison(tmp_path):

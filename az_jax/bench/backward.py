@@ -17,7 +17,8 @@ Times one batched search from --batch positions (each after --plies random moves
 --sims simulations, twice, in turns: with mctx's own backward pass (vmapped per game: a
 select over every game's whole tree at each step up) and with az_jax.mctx_backward's (one
 loop over the batch), which the searches of az_jax use. Prints both times, their ratio and
-whether the two searches built the same tree (they must: same updates, same arithmetic).
+whether the two searches built the same tree (they must: same updates, same arithmetic),
+and each program's buffers as XLA's memory analysis counts them.
 --noise searches as self-play does (root noise, the self-play tactics); by default as an
 evaluation does (no noise, the evaluation tactics). The network is the config's, randomly
 initialized, or a shipped model (--model NAME, whose game then replaces the config's)."""
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> dict:
     inputs = (variables, root, invalid, key)
     t_theirs, t_ours = common.time_interleaved([(theirs, inputs), (ours, inputs)],
                                                args.repeats)
+    memory = {"mctx": _program_bytes(theirs, inputs), "ours": _program_bytes(ours, inputs)}
     same = jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b, equal_nan=True)),
                         theirs(*inputs).search_tree, ours(*inputs).search_tree)
     result = {
@@ -73,13 +75,24 @@ def run(args: argparse.Namespace) -> dict:
         "mctx_s": t_theirs["best_s"], "ours_s": t_ours["best_s"],
         "ratio_mctx_over_ours": t_theirs["best_s"] / t_ours["best_s"],
         "same_tree": all(jax.tree.leaves(same)),
+        "program_bytes": memory,
         "compile_s": {"mctx": t_theirs["compile_s"], "ours": t_ours["compile_s"]},
     }
     print(f"{result['env']} on {result['device']}, batch {batch}, {sims} simulations, "
           f"{'self-play' if args.noise else 'evaluation'} search "
           f"(load {result['load_average']:.1f})")
-    print(f"  mctx's backward   {result['mctx_s'] * 1e3:9.1f} ms")
-    print(f"  az_jax's backward {result['ours_s'] * 1e3:9.1f} ms")
+    mib = {k: f"   program buffers {b / 2**20:.1f} MiB" if b else "" for k, b in memory.items()}
+    print(f"  mctx's backward   {result['mctx_s'] * 1e3:9.1f} ms{mib['mctx']}")
+    print(f"  az_jax's backward {result['ours_s'] * 1e3:9.1f} ms{mib['ours']}")
     print(f"  ratio mctx/ours   {result['ratio_mctx_over_ours']:9.2f}   same tree: "
           f"{result['same_tree']}")
     return common.finish(result, args.json)
+
+
+def _program_bytes(fn, inputs) -> int | None:
+    """XLA's count of a jitted program's temporaries and outputs (arguments aside; the
+    search tree lives there); None where the backend gives no memory analysis."""
+    analysis = fn.lower(*inputs).compile().memory_analysis()
+    if analysis is None:
+        return None
+    return int(analysis.temp_size_in_bytes + analysis.output_size_in_bytes)
