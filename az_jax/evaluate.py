@@ -272,6 +272,7 @@ def run(args) -> None:
               "outcome than the best):")
         print(solver_bench.format_rows(rows) if len(sets) == 1
               else solver_bench.format_table(rows))
+        print("\n" + solver_bench.format_horizons(rows))
 
     if suite is not None:
         tactics.run_cli(suite, args.tactics, restored, sims_list or [sims],

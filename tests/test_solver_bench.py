@@ -95,6 +95,41 @@ def test_count_mistakes():
     assert solver_bench.random_mistake_rate([p]) == pytest.approx(6 / 7)
 
 
+def test_mistake_plies_by_hand():
+    """Pons's scale by hand. Empty board (scores -2,-1,0,1,0,-1,-2): column 1 loses to the
+    second player's 20th stone, ply 40 of the game; column 3 draws where column 4 wins with
+    the first player's 21st stone, ply 41. After "4444" (2 stones each) a score of -18 is
+    a loss to the opponent's 4th stone: two more of his moves, 4 plies."""
+    empty = Position("", 1, (-2, -1, 0, 1, 0, -1, -2))
+    assert solver_bench.mistake_plies(empty, 0) == 40
+    assert solver_bench.mistake_plies(empty, 2) == 41
+    assert solver_bench.mistake_plies(empty, 3) is None  # the best move
+    assert solver_bench.mistake_plies(empty, 7) is None  # not a column
+    p = Position("4444", 0, (-18, 0, 0, 0, 0, 0, -18))
+    assert solver_bench.mistake_plies(p, 0) == 4 and solver_bench.mistake_plies(p, 1) is None
+    counts = solver_bench.mistake_horizons([empty, empty, p, p, empty], [0, 2, 0, 3, -1])
+    assert counts["3-4"] == 1 and counts["17+"] == 2 and counts["illegal"] == 1
+    assert sum(counts.values()) == 4
+
+
+def test_mistake_plies_against_the_rules():
+    """bitbully's labels against the env's own rules: a losing move whose horizon is 2 lets
+    the opponent win at once; a longer one does not (every losing move of the 1783
+    positions of the stratified sets)."""
+    sets = solver_bench.load_sets([str(Path(__file__).parent / "data" / "connect4")])
+    pos = [(p, a) for ps in sets.values() for p in ps for a in range(7)
+           if p.column_scores[a] is not None and p.column_scores[a] < 0
+           and max(s for s in p.column_scores if s is not None) >= 0]
+    plies = np.array([solver_bench.mistake_plies(p, a) for p, a in pos])
+    states = solver_bench.states_from_moves(C4, [p for p, _ in pos])
+    after = jax.jit(jax.vmap(C4.step))(states, jax.numpy.array([a for _, a in pos]))
+    wins_at_once = np.asarray(jax.jit(jax.vmap(C4.winning_moves))(
+        after, after.current_player).any(-1))
+    assert (plies == 2).sum() > 50 and (plies > 2).sum() > 500
+    np.testing.assert_array_equal(wins_at_once, plies == 2)
+    assert plies.min() >= 2 and plies.max() <= 42 and np.all(plies % 2 == 0)
+
+
 def test_perfect_player_from_labels(positions):
     best = [int(np.argmax([-99 if s is None else s for s in p.column_scores]))
             for p in positions]

@@ -35,6 +35,7 @@ from az_jax.eval import solver_sets
 from az_jax.eval.connect4_positions import (
     _BITBULLY_HINT,
     COLS,
+    MAX_SCORE,
     Position,
     _bar,
     generate,
@@ -73,6 +74,66 @@ def count_mistakes(positions: Sequence[Position], actions) -> MistakeStats:
         a = int(a)
         mistakes += int(not (0 <= a < COLS) or not legal[a] or out[a] < best)
     return MistakeStats(len(positions), critical, mistakes)
+
+
+def mistake_plies(position: Position, action: int) -> int | None:
+    """How far ahead a mistake is decided: the plies from `position` (the mistaken move
+    included) to the end of the fastest perfect line that punishes it. None where `action`
+    is no mistake, or not a legal column.
+
+    A move that loses: until the opponent's winning move (Pons's scale: he wins with his
+    `MAX_SCORE - |score|`-th stone). A draw where a win was there: until the fastest win
+    given away would have been played. Short horizons are what a search can see (2: the
+    reply wins at once); long ones take a network that knows the game.
+    """
+    out = position.outcomes()
+    legal = out > -2
+    if not (0 <= action < COLS) or not legal[action] or out[action] >= out[legal].max():
+        return None
+    n = len(position.moves)
+    mine, theirs = n // 2, (n + 1) // 2  # stones on the board: the mover's, the opponent's
+    score = position.column_scores[action]
+    if score < 0:
+        return 2 * (MAX_SCORE + score - theirs)
+    best = max(s for s in position.column_scores if s is not None)
+    return 2 * (MAX_SCORE - best - mine) - 1
+
+
+# The buckets of `mistake_horizons` (plies, upper bounds) and their labels.
+HORIZONS = ((2, "2 (answered at once)"), (4, "3-4"), (8, "5-8"), (16, "9-16"),
+            (MAX_SCORE * 2, "17+"))
+
+
+def mistake_horizons(positions: Sequence[Position], actions) -> dict[str, int]:
+    """Mistakes of `actions` per horizon bucket (`HORIZONS`, see `mistake_plies`);
+    "illegal" counts the moves that are not legal columns."""
+    counts = dict.fromkeys([label for _, label in HORIZONS] + ["illegal"], 0)
+    for p, a in zip(positions, np.asarray(actions).reshape(-1), strict=True):
+        a = int(a)
+        if not (0 <= a < COLS) or p.outcomes()[a] == -2:
+            counts["illegal"] += 1
+            continue
+        plies = mistake_plies(p, a)
+        if plies is not None:
+            counts[next(label for bound, label in HORIZONS if plies <= bound)] += 1
+    return counts
+
+
+def format_horizons(rows: list[dict]) -> str:
+    """Per agent, its mistakes over all of `rows`' files by how far ahead each is decided
+    (`mistake_plies`): a search sees the short ones, the long ones need the network."""
+    agents = list(dict.fromkeys(r["agent"] for r in rows))
+    labels = [label for _, label in HORIZONS]
+    wa = max(len("agent"), *(len(a) for a in agents))
+    lines = ["mistakes by how many plies ahead they are decided (the mistake included):",
+             f"{'agent':<{wa}}  " + "  ".join(f"{label:>{max(5, len(label))}}"
+                                               for label in labels)]
+    for a in agents:
+        total = {label: sum(r["horizons"][label] for r in rows if r["agent"] == a)
+                 for label in labels}
+        lines.append(f"{a:<{wa}}  " + "  ".join(f"{total[label]:>{max(5, len(label))}d}"
+                                                for label in labels))
+    return "\n".join(lines)
 
 
 def random_mistake_rate(positions: Sequence[Position]) -> float:
@@ -151,7 +212,8 @@ def benchmark(env, agents, files: dict[str, Sequence[Position]], key,
 
     Returns:
       rows {"file", "agent", "positions", "critical", "mistakes", "rate", "critical_rate",
-      "random_rate"} (random_rate: what a uniformly random player would get).
+      "random_rate", "horizons"} (random_rate: what a uniformly random player would get;
+      horizons: `mistake_horizons`).
     """
     import jax
 
@@ -168,7 +230,8 @@ def benchmark(env, agents, files: dict[str, Sequence[Position]], key,
             rows.append({"file": name, "agent": agent.name, "positions": s.positions,
                          "critical": s.critical, "mistakes": s.mistakes, "rate": s.rate,
                          "critical_rate": s.critical_rate,
-                         "random_rate": random_mistake_rate(positions)})
+                         "random_rate": random_mistake_rate(positions),
+                         "horizons": mistake_horizons(positions, actions)})
     if bar is not None:
         bar.close()
     return rows
@@ -374,6 +437,7 @@ def _evaluate(args) -> None:
     rows = benchmark(restored.env, agents, sets, jax.random.PRNGKey(args.seed),
                      progress=not args.quiet)
     print(format_rows(rows) if len(sets) == 1 else format_table(rows))
+    print("\n" + format_horizons(rows))
 
 
 def main(argv=None) -> int:
