@@ -153,8 +153,8 @@ class Env(abc.ABC):
         nxt = nxt.replace(legal_action_mask=nxt.legal_action_mask | nxt.done)
         frozen = state.replace(rewards=jnp.zeros_like(state.rewards))
         nxt = _where(was_done, frozen, nxt)
-        # Built from the state alone, so a state passed in without its observation (a
-        # search tree stores none) steps to the same next state.
+        # Built from the game alone, never from the observation passed in: so a search
+        # tree need keep no node's observation (XLA drops them; README, Benchmarks).
         return nxt.replace(observation=self._observe(nxt))
 
     def winning_moves(self, state: State, player: Array) -> Array:

@@ -15,10 +15,11 @@ The file format and the solver that labels positions: az_jax/eval/connect4_posit
 A move is a *mistake* when another legal move has a strictly better outcome (the sign of
 its column score). The benchmark reports the mistake rate over all positions and over the
 *critical* ones (where at least one legal move is worse than the best; elsewhere no
-mistake is possible). Files without column scores are labelled on the fly when
-`bitbully` is installed (a perfect Connect4 solver on PyPI, AGPL; optional) and are
-rejected otherwise. `make` writes files with column scores, so that the benchmark runs
-without bitbully afterwards.
+mistake is possible), and each agent's mistakes by how many plies ahead they are decided
+(`mistake_plies`: what a search could see, against what only the network can know).
+Files without column scores are labelled on the fly when `bitbully` is installed (a
+perfect Connect4 solver on PyPI, AGPL; optional) and are rejected otherwise. `make`
+writes files with column scores, so that the benchmark runs without bitbully afterwards.
 """
 
 from __future__ import annotations
