@@ -11,7 +11,10 @@ and `Env.step` wraps `_step` once for all games:
 * stepping a finished game is a no-op with zero rewards;
 * an illegal (or out-of-range) action ends the game and the mover loses (-1 / +1);
 * `max_steps` (optional) ends a still-running game as a draw with `truncated=True`;
-* at a finished state the legal mask is all True, so nothing downstream divides by zero.
+* at a finished state the legal mask is all True, so nothing downstream divides by zero;
+* the next state, observation included, comes from the game's fields alone: `_step` and
+  `_observe` never read `state.observation` (a search tree then stores none;
+  `envs.testing.api_test` checks it).
 
 Rewards are per player and for this step only: `rewards[p]` is what player `p` gets.
 Player 0 always moves first (black, X, goats); `current_player` is a colour.
