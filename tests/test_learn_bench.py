@@ -56,7 +56,8 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
     for p in points:
         assert set(p["results"]) == {"greedy", "mcts:2"}
         for r in p["results"].values():
-            assert set(r) == {"all", "beginning", "end", "sets"}
+            assert set(r) == {"all", "beginning", "end", "sets", "horizons"}
+            assert sum(r["horizons"].values()) == round(r["all"] * 12)  # every mistake once
             assert set(r["sets"]) == {"beginning_hard", "end_easy"}
             assert all(0 <= r[k] <= 1 for k in ("all", "beginning", "end"))
             # 6 positions per set: rates are multiples of 1/6, and "all" is their mean.

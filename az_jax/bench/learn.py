@@ -206,7 +206,8 @@ class SolverEvaluator:
         return out
 
     def __call__(self, agent, key) -> dict:
-        """{"all": rate, "<phase>": rate, ..., "sets": {name: rate}}."""
+        """{"all": rate, "<phase>": rate, ..., "sets": {name: rate}, "horizons": mistakes
+        over all sets by how many plies ahead they are decided (solver_bench's buckets)}."""
         import numpy as np
 
         from az_jax.eval import solver_bench
@@ -217,6 +218,7 @@ class SolverEvaluator:
             wrong[i] = solver_bench.count_mistakes([p], [a]).mistakes > 0
         out = {"all": float(wrong.mean())}
         out.update(self._groups(lambda idx: float(wrong[idx].mean())))
+        out["horizons"] = solver_bench.mistake_horizons(self.positions, actions)
         return out
 
 
