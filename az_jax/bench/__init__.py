@@ -18,8 +18,8 @@ Subcommands, one module each in az_jax/bench/:
         with the same network, simulations, batch and plies: the ratio ours/pgx.
 
   backward  (backward.py) One batched search with mctx's own backward pass vs
-        az_jax.mctx_backward's (which az_jax's searches use): both times, the ratio, and
-        whether the trees are identical.
+        az_jax.mctx_backward's (which az_jax's searches use): both times, the ratio,
+        whether the trees are identical, and each program's buffers.
 
   all   (suite.py) All of the above with small defaults, one JSON.
 
