@@ -156,6 +156,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "network.channels": Int(1),
     "network.num_blocks": Int(0),
     "network.head": Choice("az_jax.network", "HEADS", optional=True),
+    "network.value_head": Choice("az_jax.network", "VALUE_HEADS", optional=True),
     "eval.every": Int(0),
     "eval.num_games": Int(1),
     "eval.num_simulations": Int(1),

@@ -1,7 +1,9 @@
 """The learner: TrainState, the AlphaZero loss, the optax chain, one update step.
 
 loss = cross-entropy(search policy, network policy) + value_weight * (z - v)^2 (the
-cross-entropy averaged over the positions that have a policy target),
+cross-entropy averaged over the positions that have a policy target); with the "wdl" value
+head the value term is the cross-entropy between the head's win/draw/loss logits and
+`wdl_target(z)`,
 weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
 A non-finite loss or gradient skips the update and is counted in the metrics.
 """
@@ -89,18 +91,28 @@ def check_batch(batch: Sample) -> None:
                      [jnp.float32, jnp.bool_, jnp.float32])
 
 
+def wdl_target(z: jax.Array) -> jax.Array:
+    """float32[N] value targets in [-1, 1] -> float32[N, 3] win/draw/loss probabilities
+    whose expectation P(win) - P(loss) is z: an outcome -1, 0 or 1 is one-hot; a target in
+    between (a discounted or root-value-mixed one) is shared between the outcome on its
+    side and a draw (0.5 -> win 0.5, draw 0.5)."""
+    z = jnp.clip(z, -1.0, 1.0)
+    win, loss = jnp.maximum(z, 0.0), jnp.maximum(-z, 0.0)
+    return jnp.stack([win, 1.0 - win - loss, loss], axis=-1)
+
+
 def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: float
             ) -> tuple[jax.Array, tuple[dict[str, jax.Array], Any]]:
     """AlphaZero loss on a batch. Returns (loss, (metrics, new_batch_stats))."""
     check_batch(batch)
     if batch_stats:
-        (logits, value), updates = net.apply(variables(params, batch_stats), batch.observation,
-                                             batch.legal_mask, train=True,
-                                             mutable=["batch_stats"])
+        (logits, value, raw), updates = net.apply(
+            variables(params, batch_stats), batch.observation, batch.legal_mask, train=True,
+            value_outputs=True, mutable=["batch_stats"])
         new_stats = updates["batch_stats"]
     else:
-        logits, value = net.apply(variables(params, batch_stats), batch.observation,
-                                  batch.legal_mask, train=True)
+        logits, value, raw = net.apply(variables(params, batch_stats), batch.observation,
+                                       batch.legal_mask, train=True, value_outputs=True)
         new_stats = batch_stats
     chex.assert_equal_shape([logits, batch.policy])
     chex.assert_equal_shape([value, batch.value])
@@ -109,8 +121,12 @@ def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: flo
     has_policy = batch.policy.sum(-1) > 0  # bool[N]
     policy_loss = (optax.softmax_cross_entropy(logits, batch.policy).sum()
                    / jnp.maximum(has_policy.sum(), 1))
-    value_loss = jnp.mean((value - batch.value) ** 2)
-    loss = policy_loss + value_weight * value_loss
+    value_loss = jnp.mean((value - batch.value) ** 2)  # logged for every head
+    if raw.shape[-1] == 3:  # the wdl head
+        value_term = optax.softmax_cross_entropy(raw, wdl_target(batch.value)).mean()
+    else:
+        value_term = value_loss
+    loss = policy_loss + value_weight * value_term
     log_p = jax.nn.log_softmax(logits)
     probs = jnp.exp(log_p)
     entropy = -jnp.sum(jnp.where(batch.legal_mask, probs * log_p, 0.0), axis=-1).mean()

@@ -6,6 +6,12 @@
     (logits, value), updates = net.apply(variables, obs, legal_mask, train=True,
                                          mutable=["batch_stats"])   # training (batch norm)
 
+The value head (`value_head`) is "tanh" (AlphaZero's: one output through tanh, trained by
+squared error) or "wdl" (three logits for win / draw / loss of the player to move, trained by
+cross-entropy, as Leela Chess Zero's; the value is P(win) - P(loss)). Either way `value` is
+float32[B] in [-1, 1] and the search sees no difference; `value_outputs=True` also returns
+the head's raw outputs ([B, 1] before tanh, or [B, 3] logits) for the loss.
+
 Parameters are float32; `dtype="bfloat16"` runs the convolutions in bfloat16 and returns
 float32 logits and values. Illegal actions get `jnp.finfo(float32).min`, never `-inf`,
 so softmax and cross-entropy stay finite.
@@ -22,6 +28,7 @@ from jax import lax
 
 _NORMS = ("batch", "layer", "none")
 HEADS = ("dense", "conv")
+VALUE_HEADS = ("tanh", "wdl")
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
@@ -61,6 +68,7 @@ class ResNet(nn.Module):
         "conv" no parameter depends on the board's size, so one network plays any size
         (a board-size curriculum, 20x20 Gomoku); it needs one action per board point,
         action = row * W + col.
+      value_head: "tanh" or "wdl" (see the module docstring).
     """
 
     num_actions: int
@@ -69,6 +77,7 @@ class ResNet(nn.Module):
     norm: str = "batch"
     dtype: Any = jnp.float32
     head: str = "dense"
+    value_head: str = "tanh"
 
     def _norm(self, train: bool):
         if self.norm == "batch":
@@ -78,11 +87,13 @@ class ResNet(nn.Module):
         return lambda x: x
 
     @nn.compact
-    def __call__(self, obs, legal_mask=None, train: bool = False):
+    def __call__(self, obs, legal_mask=None, train: bool = False, value_outputs: bool = False):
         """obs: [B, H, W, C], float or bool; legal_mask: bool[B, A] or None.
 
         Returns:
-          logits float32[B, A] (illegal actions masked) and value float32[B] in [-1, 1].
+          logits float32[B, A] (illegal actions masked) and value float32[B] in [-1, 1];
+          with `value_outputs`, also the value head's raw outputs float32[B, 1] (tanh: before
+          it) or [B, 3] (wdl: logits of win, draw, loss).
         """
         conv = lambda ch, k, **kw: nn.Conv(ch, (k, k), padding="SAME",
                                            use_bias=self.norm == "none", dtype=self.dtype, **kw)
@@ -104,10 +115,18 @@ class ResNet(nn.Module):
             v = nn.relu(self._norm(train)(conv(1, 1)(x)))
             v = v.reshape(v.shape[0], -1)
         v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
-        value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
+        raw = nn.Dense(3 if self.value_head == "wdl" else 1, dtype=self.dtype)(v)
+        raw = raw.astype(jnp.float32)
+        if self.value_head == "wdl":
+            wdl = jax.nn.softmax(raw)
+            value = wdl[:, 0] - wdl[:, 2]
+        else:
+            value = jnp.tanh(raw[:, 0])
 
         logits = mask_logits(logits.astype(jnp.float32), legal_mask)
-        return logits, value.astype(jnp.float32)
+        if value_outputs:
+            return logits, value, raw
+        return logits, value
 
 
 def make_network(config, env) -> ResNet:
@@ -126,6 +145,10 @@ def make_network(config, env) -> ResNet:
     head = config.get("head", "dense")  # configs saved before `head` existed: dense
     if head not in HEADS:
         raise ValueError(f"network.head={head!r}; accepted: {', '.join(HEADS)}")
+    value_head = config.get("value_head", "tanh")  # configs saved before it existed: tanh
+    if value_head not in VALUE_HEADS:
+        raise ValueError(f"network.value_head={value_head!r}; accepted: "
+                         f"{', '.join(VALUE_HEADS)}")
     points = env.observation_shape[0] * env.observation_shape[1]
     if head == "conv" and env.num_actions != points:
         raise ValueError(f"network.head='conv' needs one action per board point; {env!r} has "
@@ -138,6 +161,7 @@ def make_network(config, env) -> ResNet:
         norm=config.norm,
         dtype=_DTYPES[config.dtype],
         head=head,
+        value_head=value_head,
     )
 
 

@@ -22,6 +22,8 @@ def get_config() -> ml_collections.ConfigDict:
     # dense (AlphaZero's heads) | conv (fully convolutional: no parameter depends on the
     # board size, so one network plays several sizes; needs one action per board point)
     c.network.head = "dense"
+    # tanh (AlphaZero's: one value, squared error) | wdl (win/draw/loss logits, cross-entropy)
+    c.network.value_head = "tanh"
 
     c.search = ml_collections.ConfigDict()
     c.search.policy = "gumbel"  # gumbel (gumbel_muzero_policy) | muzero (PUCT + Dirichlet)
