@@ -546,7 +546,8 @@ def init_variables(source: str, setup: Setup) -> dict:
         diff = sorted(set(shapes(want).items()) ^ set(shapes(restored.variables).items()))
         raise ValueError(f"{where}: its network ({restored.config.network.num_blocks} blocks "
                          f"x {restored.config.network.channels} channels, "
-                         f"{restored.config.network.get('head', 'dense')} head, norm "
+                         f"{restored.config.network.get('head', 'dense')} head, "
+                         f"{restored.config.network.get('value_head', 'tanh')} value head, norm "
                          f"{restored.config.network.norm}) does not fit this run's "
                          f"(first differences: {diff[:4]}); give the same network.* fields")
     # Host copies: the restored arrays are committed to one device, which a run on a mesh

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import warnings
 from pathlib import Path
@@ -30,6 +31,11 @@ MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "check
               "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
               "search.eval_tactics", "search.eval_sims_per_considered",
               "search.threat_depth", "search.threat_width")
+# Fields added since runs were first saved whose arrays a run made before them has in one
+# form only: such a run is compared as if it had this value, so that a command whose
+# default has changed since (Connect4's value head) does not pass for the old run. Other
+# fields a run predates take the command's value.
+BEFORE_FIELD = {"network.value_head": "tanh"}
 
 
 class RunMismatch(ValueError):
@@ -54,13 +60,20 @@ def may_change(field: str) -> bool:
     return any(field == m or (m.endswith(".") and field.startswith(m)) for m in MAY_CHANGE)
 
 
+def _run_fields(saved: dict, command: dict) -> dict:
+    """The run's fields, flat, with `BEFORE_FIELD`'s values for those it predates."""
+    run = _flatten(saved)
+    return {**{k: v for k, v in BEFORE_FIELD.items() if k in command and k not in run}, **run}
+
+
 def differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
     """The fields where `config` differs from the run's `saved` config (JSON data), as
     "name (run: X, command: Y)", in the config's order. Fields in `MAY_CHANGE` are
     ignored, and so are fields the run does not have (added to the code after it was made:
-    the command's value applies)."""
-    run = _flatten(saved)
+    the command's value applies), except those of `BEFORE_FIELD`, which the run had in the
+    form given there."""
     command = _flatten(json.loads(config.to_json()))
+    run = _run_fields(saved, command)
     out = []
     for name in list(command) + [n for n in run if n not in command]:
         if may_change(name) or name not in run:
@@ -116,13 +129,23 @@ def check(config: ml_collections.ConfigDict, workdir) -> None:
         raise RunMismatch(
             f"{workdir} holds another run: this command's config differs from the run's "
             f"({where}) in {'; '.join(diff)}. Nothing was written. "
-            + choices(workdir),
+            + choices(workdir, _flags(saved, config)),
             reason="its config differs in " + ", ".join(d.split(" (")[0] for d in diff))
 
 
-def choices(workdir) -> str:
-    """What a user can do about a run this command cannot continue."""
-    return (f"To continue that run, repeat its command (its config is in "
+def _flags(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
+    """`--config.a.b=v` with the run's value of every field that differs (where it has one)."""
+    command = _flatten(json.loads(config.to_json()))
+    run = _run_fields(saved, command)
+    names = [d.split(" (")[0] for d in differences(saved, config)]
+    return [shlex.quote(f"--config.{n}={run[n]}") for n in names if n in command]
+
+
+def choices(workdir, flags: list[str] | None = None) -> str:
+    """What a user can do about a run this command cannot continue (`flags`: the command's
+    fields set back to the run's values, when known)."""
+    back = f", or add {' '.join(flags)}" if flags else ""
+    return (f"To continue that run, repeat its command{back} (its config is in "
             f"{Path(workdir) / 'config.json'}); to start a new run, pass another --workdir, "
             f"or add --config.checkpoint.restart=True to move the old run aside to "
             f"{aside_path(workdir)} (nothing is deleted).")

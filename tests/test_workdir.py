@@ -52,6 +52,12 @@ def test_differences_name_each_field_and_allow_only_the_harmless_ones():
     older = json.loads(_config().to_json())
     del older["network"]["dtype"]
     assert runs.differences(older, _config(network__dtype="bfloat16")) == []
+    # ... except a field whose arrays every older run had in one form: the value head. A
+    # run saved before it existed had the tanh head, whatever today's default is.
+    assert "value_head" not in older["network"]
+    assert runs.differences(older, _config(network__value_head="tanh")) == []
+    assert runs.differences(older, _config(network__value_head="wdl")) == [
+        "network.value_head (run: 'tanh', command: 'wdl')"]
 
 
 def test_aside_path_never_reuses_a_name(tmp_path):
@@ -105,6 +111,7 @@ def test_a_changed_command_never_overwrites_the_run(tmp_path):
     line = _refused(_train(run, *TTT, "--config.network.channels=8", cache=cache),
                     "network.channels (run: 4, command: 8)")
     assert "env.id" not in line
+    assert "repeat its command, or add --config.network.channels=4 (" in line
     _refused(_train(run, "--config", str(ROOT / "configs" / "connect4.py"), *TINY,
                     cache=cache), "env.id (run: 'tictactoe', command: 'connect4')")
     assert _snapshot(run) == before
