@@ -15,12 +15,16 @@ def get_config():
                      updates=16, batch=256, iterations=1100, capacity=50_000)
         # Learning rate: the winner of three equal-wall-clock rounds (README, Benchmarks,
         # "Sample efficiency"); nothing else tried there (root-value targets, playout cap,
-        # width, 8/32 simulations, 4/20 sampled opening plies) beat this config.
+        # width, 8/32 simulations, 4/20 sampled opening plies) beat this config; the fourth
+        # round's winner is the value head below.
         # 1100 iterations: ~15 minutes with evaluation at 0.77 s each on 2 idle cores;
         # on slower days this machine took 1.1-1.4 s (then ~25 minutes).
         c.train.learning_rate = 2e-2
     else:
         default.size(c, **dict(default.ACCELERATOR, iterations=400))
+    # Win/draw/loss value logits: fewer mistakes than the tanh head at equal wall clock,
+    # with both seeds (README, Benchmarks, "A fourth round").
+    c.network.value_head = "wdl"
     c.selfplay.temperature_plies = 10
     c.eval.opponents = "random,onestep,mcts-rollout:200,checkpoint:latest-20"
     if default.on_cpu():  # evaluation within eval.max_share (10%) of the wall clock
