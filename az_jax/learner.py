@@ -122,7 +122,7 @@ def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: flo
     policy_loss = (optax.softmax_cross_entropy(logits, batch.policy).sum()
                    / jnp.maximum(has_policy.sum(), 1))
     value_loss = jnp.mean((value - batch.value) ** 2)  # logged for every head
-    if raw.shape[-1] == 3:  # the wdl head
+    if net.value_head == "wdl":
         value_term = optax.softmax_cross_entropy(raw, wdl_target(batch.value)).mean()
     else:
         value_term = value_loss

@@ -60,10 +60,22 @@ def may_change(field: str) -> bool:
     return any(field == m or (m.endswith(".") and field.startswith(m)) for m in MAY_CHANGE)
 
 
-def _run_fields(saved: dict, command: dict) -> dict:
-    """The run's fields, flat, with `BEFORE_FIELD`'s values for those it predates."""
+_MISSING = object()  # a field the command does not have
+
+
+def _differing(saved: dict, config: ml_collections.ConfigDict) -> list[tuple[str, object, object]]:
+    """(name, run's value, command's value or `_MISSING`) of every field that differs; see
+    `differences`."""
+    command = _flatten(json.loads(config.to_json()))
     run = _flatten(saved)
-    return {**{k: v for k, v in BEFORE_FIELD.items() if k in command and k not in run}, **run}
+    run = {**{k: v for k, v in BEFORE_FIELD.items() if k in command and k not in run}, **run}
+    out = []
+    for name in list(command) + [n for n in run if n not in command]:
+        if may_change(name) or name not in run:
+            continue
+        if command.get(name, _MISSING) != run[name]:
+            out.append((name, run[name], command.get(name, _MISSING)))
+    return out
 
 
 def differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
@@ -72,17 +84,9 @@ def differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
     ignored, and so are fields the run does not have (added to the code after it was made:
     the command's value applies), except those of `BEFORE_FIELD`, which the run had in the
     form given there."""
-    command = _flatten(json.loads(config.to_json()))
-    run = _run_fields(saved, command)
-    out = []
-    for name in list(command) + [n for n in run if n not in command]:
-        if may_change(name) or name not in run:
-            continue
-        if name not in command:
-            out.append(f"{name} (run: {run[name]!r}, command: no such field)")
-        elif command[name] != run[name]:
-            out.append(f"{name} (run: {run[name]!r}, command: {command[name]!r})")
-    return out
+    return [f"{name} (run: {run!r}, command: "
+            f"{'no such field' if cmd is _MISSING else repr(cmd)})"
+            for name, run, cmd in _differing(saved, config)]
 
 
 def _steps(workdir: Path) -> list[int]:
@@ -124,21 +128,16 @@ def check(config: ml_collections.ConfigDict, workdir) -> None:
     if found is None:
         return
     saved, where = found
-    diff = differences(saved, config)
+    diff = _differing(saved, config)
     if diff:
+        # The command's fields set back to the run's values: what continues the run.
+        flags = [shlex.quote(f"--config.{name}={run}") for name, run, cmd in diff
+                 if cmd is not _MISSING]
         raise RunMismatch(
             f"{workdir} holds another run: this command's config differs from the run's "
-            f"({where}) in {'; '.join(diff)}. Nothing was written. "
-            + choices(workdir, _flags(saved, config)),
-            reason="its config differs in " + ", ".join(d.split(" (")[0] for d in diff))
-
-
-def _flags(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
-    """`--config.a.b=v` with the run's value of every field that differs (where it has one)."""
-    command = _flatten(json.loads(config.to_json()))
-    run = _run_fields(saved, command)
-    names = [d.split(" (")[0] for d in differences(saved, config)]
-    return [shlex.quote(f"--config.{n}={run[n]}") for n in names if n in command]
+            f"({where}) in {'; '.join(differences(saved, config))}. Nothing was written. "
+            + choices(workdir, flags),
+            reason="its config differs in " + ", ".join(name for name, _, _ in diff))
 
 
 def choices(workdir, flags: list[str] | None = None) -> str:
