@@ -24,6 +24,8 @@ from pathlib import Path
 
 import ml_collections
 
+import envs
+
 # Fields (or groups, ending in ".") a resumed run may take from the command instead of the
 # run: they change no array in the checkpoint. `train.num_iterations` also rescales the
 # learning-rate schedule from the current step on; `train.init_from` only seeds a new run.
@@ -56,6 +58,16 @@ def _flatten(tree, prefix: str = "") -> dict:
     return out
 
 
+def _with_env_defaults(flat: dict) -> dict:
+    """`flat` with the game parameters it leaves out set to the env's defaults (a run saved
+    with `env.kwargs={}` made the same game as one that names each default, and one saved
+    before a parameter existed made the game of its default: Connect4's `threats=False`)."""
+    params = envs.defaults(flat.get("env.id"))
+    if flat.get("env.kwargs") == {}:
+        del flat["env.kwargs"]
+    return {**{f"env.kwargs.{k}": v for k, v in params.items()}, **flat}
+
+
 def may_change(field: str) -> bool:
     return any(field == m or (m.endswith(".") and field.startswith(m)) for m in MAY_CHANGE)
 
@@ -66,8 +78,9 @@ _MISSING = object()  # a field the command does not have
 def _differing(saved: dict, config: ml_collections.ConfigDict) -> list[tuple[str, object, object]]:
     """(name, run's value, command's value or `_MISSING`) of every field that differs; see
     `differences`."""
-    command = _flatten(json.loads(config.to_json()))
-    run = _flatten(saved)
+    command, run = _flatten(json.loads(config.to_json())), _flatten(saved)
+    if command.get("env.id") == run.get("env.id"):  # (another game differs anyway)
+        command, run = _with_env_defaults(command), _with_env_defaults(run)
     run = {**{k: v for k, v in BEFORE_FIELD.items() if k in command and k not in run}, **run}
     out = []
     for name in list(command) + [n for n in run if n not in command]:

@@ -47,6 +47,14 @@ def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def defaults(env_id: str) -> dict:
+    """The game parameters `make(env_id)` takes and their defaults ({} for an unknown id or
+    a pgx game): what a config's empty `env.kwargs` means."""
+    if not isinstance(env_id, str) or env_id not in _REGISTRY:
+        return {}
+    return _params(_load(env_id))
+
+
 def make(env_id: str, **kwargs) -> Env:
     """Builds an environment by id.
 
@@ -72,4 +80,4 @@ def make(env_id: str, **kwargs) -> Env:
     return cls(**kwargs)
 
 
-__all__ = ["Env", "State", "make", "registered"]
+__all__ = ["Env", "State", "defaults", "make", "registered"]

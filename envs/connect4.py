@@ -6,6 +6,12 @@ The board is stored with row 0 at the top; a stone falls to the lowest empty row
 
 Observation bool[6, 7, 3], from the mover's point of view (row 0 at the top):
   0: the mover's stones, 1: the opponent's stones, 2: all ones if the mover is X (player 0).
+With `threats=True` (`envs.make("connect4", threats=True)`) three more planes, bool[6, 7, 6]:
+  3: the mover's threats: empty cells where his stone would make four (whether or not a
+     stone can drop there yet), 4: the opponent's threats, the same,
+  5: the playable cells (where each column's next stone lands).
+These are the facts Connect Four strategy is built on (threats and the rows they stand on,
+Allis 1988); a small network otherwise spends its first layers finding them.
 
 Win detection looks only at the four lines through the stone just dropped (the helpers in
 core.py are shared with gomoku.py: Connect Four is four-in-a-row with gravity).
@@ -32,17 +38,40 @@ class Game(NamedTuple):
     last: jax.Array  # int32[]     cell (row * 7 + col) of the last stone, -1 before the first
 
 
+def _fours(board: jax.Array, stone: jax.Array) -> jax.Array:
+    """bool[6, 7]: the empty cells where `stone` would make four, gravity ignored."""
+    flat = board.reshape(-1)
+    same = jnp.asarray(_LINE_ON_BOARD) & (
+        flat[jnp.asarray(_LINE_CELLS)] == stone.astype(jnp.int8))  # [42, 4, 2, 3]
+    four = jax.vmap(lambda s: core.any_of([run >= 4 for run in core.run_lengths(s)]))(same)
+    return (four & (flat == _EMPTY)).reshape(ROWS, COLS)
+
+
 class Connect4(core.Env):
     id = "connect4"
     version = "v1"
     num_actions = COLS
-    observation_shape = (ROWS, COLS, 3)
+    observation_shape = (ROWS, COLS, 3)  # (ROWS, COLS, 6) with threats=True
     observation_dtype = jnp.bool_
     deterministic = True
     max_game_length = ROWS * COLS  # the board fills up
     side_names = ("X", "O")
     move_help = "a column number 1-7"
     legend = "the last stone is in parentheses"
+
+    def __init__(self, threats: bool = False):
+        """Builds the env.
+
+        Args:
+          threats: add the threat and playable-cell planes to the observation (see the
+            module docstring).
+        Raises:
+          ValueError: threats is not a bool.
+        """
+        if not isinstance(threats, bool | np.bool_):
+            raise ValueError(f"threats must be True or False, got {threats!r}")
+        self.threats = bool(threats)
+        self.observation_shape = (ROWS, COLS, 6 if self.threats else 3)
 
     def _init(self, key):
         del key
@@ -93,7 +122,13 @@ class Connect4(core.Env):
             | (board == 1 - me).astype(jnp.int32) << 1
             | (me == 0).astype(jnp.int32) << 2
         )
-        return ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.bool_)
+        planes = ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.bool_)
+        if not self.threats:
+            return planes
+        below = jnp.concatenate([board[1:] != _EMPTY, jnp.ones((1, COLS), jnp.bool_)])
+        extra = jnp.stack([_fours(board, me), _fours(board, 1 - me),
+                           (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
+        return jnp.concatenate([planes, extra], axis=-1)
 
     def symmetries(self, obs, policy):
         """Identity and the left-right mirror.

@@ -179,3 +179,80 @@ def test_draw_matches_openspiel():
     for a in DRAW:
         ref.apply_action(a)
     assert ref.is_terminal() and ref.returns() == [0.0, 0.0]
+
+
+# ------------------------------------------------------- threats=True: three more planes
+THREATS = envs.make("connect4", threats=True)
+T_STEP = jax.jit(THREATS.step)
+
+
+def _makes_four(board, row, col, stone):
+    """Independent of the env's line tables: every 4-cell window through (row, col)."""
+    b = board.copy()
+    b[row, col] = stone
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for start in range(-3, 1):
+            cells = [(row + (start + k) * dr, col + (start + k) * dc) for k in range(4)]
+            if all(0 <= r < 6 and 0 <= c < 7 and b[r, c] == stone for r, c in cells):
+                return True
+    return False
+
+
+def _expected_planes(board, mover):
+    """[6, 7, 3]: the mover's and the opponent's four-making empty cells, playable cells."""
+    out = np.zeros((6, 7, 3), bool)
+    for r in range(6):
+        for c in range(7):
+            if board[r, c] >= 0:
+                continue
+            out[r, c, 0] = _makes_four(board, r, c, mover)
+            out[r, c, 1] = _makes_four(board, r, c, 1 - mover)
+            out[r, c, 2] = r == 5 or board[r + 1, c] >= 0
+    return out
+
+
+def test_threat_planes_hand_worked():
+    state = THREATS.init(jax.random.PRNGKey(0))
+    for a in [0, 0, 1, 1, 2]:  # X on 1-3 of the bottom row, O on 1-2 above; O to move
+        state = T_STEP(state, a)
+    obs = np.asarray(state.observation)
+    assert obs.shape == (6, 7, 6) and THREATS.observation_shape == (6, 7, 6)
+    assert not obs[..., 3].any()  # O (to move) threatens nothing
+    x_threats = np.zeros((6, 7), bool)
+    x_threats[5, 3] = True  # X's open end; column 1 is blocked on the left by the edge
+    np.testing.assert_array_equal(obs[..., 4], x_threats)
+    playable = np.zeros((6, 7), bool)
+    playable[3, [0, 1]] = playable[4, 2] = True
+    playable[5, 3:] = True
+    np.testing.assert_array_equal(obs[..., 5], playable)
+
+
+def test_threat_planes_match_brute_force():
+    """Random games, many threats on the board (no stopping at a win until the end): every
+    position's extra planes against the window scan above, the first three planes as the
+    plain env's."""
+    rng = np.random.default_rng(0)
+    plain_step = STEP
+    checked = threats = 0
+    for _ in range(12):
+        s_t, s_p = THREATS.init(jax.random.PRNGKey(0)), INIT(jax.random.PRNGKey(0))
+        while not bool(s_t.done):
+            board = np.asarray(s_t.game.board)
+            obs = np.asarray(s_t.observation)
+            np.testing.assert_array_equal(obs[..., :3], np.asarray(s_p.observation))
+            np.testing.assert_array_equal(
+                obs[..., 3:], _expected_planes(board, int(s_t.current_player)))
+            checked += 1
+            threats += int(obs[..., 3:5].sum())
+            a = int(rng.choice(np.flatnonzero(board[0] < 0)))
+            s_t, s_p = T_STEP(s_t, a), plain_step(s_p, a)
+    assert checked > 150 and threats > 50  # the planes were not mostly empty
+
+
+def test_threats_api():
+    api_test(THREATS, num_games=8, max_plies=50)  # symmetries included
+
+
+def test_threats_flag_checked():
+    with pytest.raises(ValueError, match="threats must be True or False"):
+        envs.make("connect4", threats="yes")

@@ -58,6 +58,10 @@ def test_differences_name_each_field_and_allow_only_the_harmless_ones():
     assert runs.differences(older, _config(network__value_head="tanh")) == []
     assert runs.differences(older, _config(network__value_head="wdl")) == [
         "network.value_head (run: 'tanh', command: 'wdl')"]
+    # Connect4's observation planes likewise: an older run had none of the threat planes.
+    assert runs.differences(older, _config(env__kwargs={"threats": False})) == []
+    assert runs.differences(older, _config(env__kwargs={"threats": True})) == [
+        "env.kwargs.threats (run: False, command: True)"]
 
 
 def test_aside_path_never_reuses_a_name(tmp_path):
