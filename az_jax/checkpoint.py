@@ -357,7 +357,10 @@ def check_env(meta: dict, env, where: str) -> None:
     """Raises ValueError if a checkpoint's env is not `env`."""
     saved = f"{meta['env_id']}({meta.get('env_params', {})})"
     wanted = f"{env.id}({dict(env.params)})"
-    if meta["env_id"] != env.id or dict(meta.get("env_params", {})) != dict(env.params):
+    # A parameter the metadata leaves out (saved before it existed) is the env's default.
+    default = envs.defaults(env.id)
+    if meta["env_id"] != env.id or ({**default, **meta.get("env_params", {})}
+                                    != {**default, **env.params}):
         raise ValueError(f"the checkpoint in {where} is for {saved}, not {wanted}; use a "
                          "workdir trained on this game or change the env")
     if meta.get("env_version") != env.version:

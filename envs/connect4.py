@@ -73,6 +73,11 @@ class Connect4(core.Env):
         self.threats = bool(threats)
         self.observation_shape = (ROWS, COLS, 6 if self.threats else 3)
 
+    @property
+    def params(self):
+        # (Defaults left out: the env of every checkpoint saved before the flag existed.)
+        return {"threats": True} if self.threats else {}
+
     def _init(self, key):
         del key
         game = Game(board=jnp.full((ROWS, COLS), _EMPTY, jnp.int8), last=jnp.int32(-1))

@@ -256,3 +256,23 @@ def test_threats_api():
 def test_threats_flag_checked():
     with pytest.raises(ValueError, match="threats must be True or False"):
         envs.make("connect4", threats="yes")
+
+
+def test_a_threats_run_restores_with_its_planes(tmp_path):
+    """A run with threats=True saves its game's parameters: its checkpoint restores on the
+    6-plane env (an Agent plays from it) and is refused for the plain game."""
+    from az_jax import agent, trainer
+    from az_jax import checkpoint as ckpt
+    from configs import connect4
+    from tests.tiny import tiny_training
+
+    c = tiny_training(connect4.get_config())
+    c.env.kwargs.threats = True
+    trainer.train_and_evaluate(c, str(tmp_path))
+    player = agent.Agent.load(workdir=str(tmp_path), num_simulations=2)
+    assert player.env.params == {"threats": True}
+    state = player.new_game()
+    assert state.observation.shape == (6, 7, 6)
+    assert 0 <= player.think(state).action < 7
+    with pytest.raises(ValueError, match=r"is for connect4\(\{'threats': True\}\)"):
+        ckpt.restore(str(tmp_path), env=ENV)

@@ -180,6 +180,9 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"error: no pgx twin of {c.env.id!r}; pgx comparison needs one of "
                          f"{', '.join(common.PGX_MATCH)} (or --null-network, which compares "
                          "with the pgx example's loop written over our env)")
+    if c.env.kwargs.get("threats"):  # Connect4's extra planes: pgx's observation has none
+        print("pgx comparison: connect4 without its threat planes (like for like with pgx)")
+        c.env.kwargs.threats = False
     ours = envs.make(c.env.id, **c.env.kwargs)
     pgx_id = common.PGX_MATCH.get(c.env.id)
     considered = min(c.search.max_num_considered_actions, ours.num_actions)
