@@ -63,9 +63,8 @@ def _with_env_defaults(flat: dict) -> dict:
     with `env.kwargs={}` made the same game as one that names each default, and one saved
     before a parameter existed made the game of its default: Connect4's `threats=False`)."""
     params = envs.defaults(flat.get("env.id"))
-    if flat.get("env.kwargs") == {}:
-        del flat["env.kwargs"]
-    return {**{f"env.kwargs.{k}": v for k, v in params.items()}, **flat}
+    given = {k: v for k, v in flat.items() if not (k == "env.kwargs" and v == {})}
+    return {**{f"env.kwargs.{k}": v for k, v in params.items()}, **given}
 
 
 def may_change(field: str) -> bool:
@@ -97,9 +96,12 @@ def differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
     ignored, and so are fields the run does not have (added to the code after it was made:
     the command's value applies), except those of `BEFORE_FIELD`, which the run had in the
     form given there."""
+    return _describe(_differing(saved, config))
+
+
+def _describe(diff: list[tuple[str, object, object]]) -> list[str]:
     return [f"{name} (run: {run!r}, command: "
-            f"{'no such field' if cmd is _MISSING else repr(cmd)})"
-            for name, run, cmd in _differing(saved, config)]
+            f"{'no such field' if cmd is _MISSING else repr(cmd)})" for name, run, cmd in diff]
 
 
 def _steps(workdir: Path) -> list[int]:
@@ -148,7 +150,7 @@ def check(config: ml_collections.ConfigDict, workdir) -> None:
                  if cmd is not _MISSING]
         raise RunMismatch(
             f"{workdir} holds another run: this command's config differs from the run's "
-            f"({where}) in {'; '.join(differences(saved, config))}. Nothing was written. "
+            f"({where}) in {'; '.join(_describe(diff))}. Nothing was written. "
             + choices(workdir, flags),
             reason="its config differs in " + ", ".join(name for name, _, _ in diff))
 

@@ -180,10 +180,11 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"error: no pgx twin of {c.env.id!r}; pgx comparison needs one of "
                          f"{', '.join(common.PGX_MATCH)} (or --null-network, which compares "
                          "with the pgx example's loop written over our env)")
-    if c.env.kwargs.get("threats"):  # Connect4's extra planes: pgx's observation has none
-        print("pgx comparison: connect4 without its threat planes (like for like with pgx)")
-        c.env.kwargs.threats = False
-    ours = envs.make(c.env.id, **c.env.kwargs)
+    # pgx's twin is the game with its default parameters (Connect4: no threat planes).
+    if twin and dict(c.env.kwargs):
+        print(f"pgx comparison: {c.env.id} with its default parameters, not "
+              f"{dict(c.env.kwargs)} (like for like with pgx)")
+    ours = envs.make(c.env.id, **({} if twin else c.env.kwargs))
     pgx_id = common.PGX_MATCH.get(c.env.id)
     considered = min(c.search.max_num_considered_actions, ours.num_actions)
     if not twin:
