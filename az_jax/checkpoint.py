@@ -369,9 +369,13 @@ def check_env(meta: dict, env, where: str) -> None:
 
 
 def play_env_for(meta: dict, play_env, where: str):
-    """The env to play a checkpoint on: its own, or `play_env` (the same game and rules on
-    another board size), which only a fully convolutional network (`network.head="conv"`)
-    can serve.
+    """The env to play a checkpoint on: its own, or `play_env`'s game (the same game and
+    rules) as the network sees it.
+
+    Another board size needs a fully convolutional network (`network.head="conv"`). Where
+    only `observation_params` differ (Connect4 with or without threat planes), the network
+    plays on its own env: a caller holding `play_env`'s states gives them to it through
+    `env.observe`.
 
     Raises:
       ValueError: another game or rule, or another board size for a dense-head network.
@@ -383,19 +387,28 @@ def play_env_for(meta: dict, play_env, where: str):
     if dict(play_env.params) == dict(own.params) and play_env.id == own.id:
         check_env(meta, play_env, where)
         return play_env
-    other = {k: v for k, v in dict(play_env.params).items() if k != "size"}
-    if play_env.id != own.id or other != {k: v for k, v in dict(own.params).items()
-                                          if k != "size"}:
+    seen = set(own.observation_params)  # what the network sees: its own
+    full = lambda e: {**envs.defaults(e.id), **dict(e.params)}  # noqa: E731
+    rules = lambda e: {k: v for k, v in full(e).items()  # noqa: E731
+                       if k != "size" and k not in seen}
+    if play_env.id != own.id or rules(play_env) != rules(own):
         raise ValueError(f"the network in {where} was trained for {own!r}; it cannot play "
-                         f"{play_env!r} (only the board size may differ)")
+                         f"{play_env!r} (only the board size and the observation planes "
+                         "may differ)")
+    mine = {k: v for k, v in full(play_env).items() if k not in seen}
+    mine.update({k: v for k, v in full(own).items() if k in seen})
+    env = envs.make(own.id, **mine)
+    if dict(env.params) == dict(own.params):  # the same board: only the planes differed
+        check_env(meta, own, where)
+        return own
     head = meta["config"].get("network", {}).get("head", "dense")
     if head != "conv":
         raise ValueError(f"the network in {where} has a {head} head, trained for {own!r}: "
                          f"it plays only that board, not {play_env!r} (a network trained "
                          "with --config.network.head=conv plays any size)")
-    if meta.get("env_version") != play_env.version:
+    if meta.get("env_version") != env.version:
         check_env(meta, own, where)
-    return play_env
+    return env
 
 
 def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
@@ -406,8 +419,9 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
       workdir: the training workdir (the one given to train.py).
       step: an iteration to restore; the newest restorable one by default.
       env: if given, the checkpoint must be for this env (else ValueError).
-      play_env: if given, play on this env instead of the checkpoint's own: the same game
-        and rules on another board size, for conv-head networks only (`play_env_for`).
+      play_env: if given, play this env's game instead of the checkpoint's own: the same
+        game and rules on another board size (conv-head networks only), or with other
+        observation planes (`play_env_for`).
     Raises:
       FileNotFoundError: no checkpoint; ValueError: wrong game or network shape.
     """

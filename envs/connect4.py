@@ -52,6 +52,7 @@ class Connect4(core.Env):
     version = "v1"
     num_actions = COLS
     observation_shape = (ROWS, COLS, 3)  # (ROWS, COLS, 6) with threats=True
+    observation_params = ("threats",)  # the planes change what a network sees, not the game
     observation_dtype = jnp.bool_
     deterministic = True
     max_game_length = ROWS * COLS  # the board fills up

@@ -107,6 +107,11 @@ class Env(abc.ABC):
     # player win at once" for either player); the search's "threats" tactics need it.
     has_winning_moves: bool = False
 
+    # Parameters that change only what the network sees, not the rules (Connect4's
+    # `threats` planes): two envs that differ only in these play the same games, so a
+    # network of either plays the other's states after `observe` (checkpoint.play_env_for).
+    observation_params: ClassVar[tuple[str, ...]] = ()
+
     @property
     def max_game_length(self) -> int | None:
         """The most plies one game can last, or None if the game does not bound it.
@@ -119,7 +124,11 @@ class Env(abc.ABC):
     # ------------------------------------------------------------------ pure API
     def init(self, key: Array) -> State:
         """Initial state of one game. The key is consumed (games may ignore it)."""
-        state = self._init(key)
+        return self.observe(self._init(key))
+
+    def observe(self, state: State) -> State:
+        """`state` with this env's observation: a state of the same game from an env that
+        differs only in `observation_params`, as this env would show it. Pure; one game."""
         return state.replace(observation=self._observe(state))
 
     def step(self, state: State, action: Array, key: Array | None = None) -> State:

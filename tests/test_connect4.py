@@ -260,9 +260,11 @@ def test_threats_flag_checked():
 
 def test_a_threats_run_restores_with_its_planes(tmp_path):
     """A run with threats=True saves its game's parameters: its checkpoint restores on the
-    6-plane env (an Agent plays from it) and is refused for the plain game."""
+    6-plane env (an Agent plays from it) and is refused for the plain game; it plays the
+    plain game's networks, and they play it, each seeing its own planes."""
     from az_jax import agent, trainer
     from az_jax import checkpoint as ckpt
+    from az_jax import search as search_lib
     from configs import connect4
     from tests.tiny import tiny_training
 
@@ -276,3 +278,32 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     assert 0 <= player.think(state).action < 7
     with pytest.raises(ValueError, match=r"is for connect4\(\{'threats': True\}\)"):
         ckpt.restore(str(tmp_path), env=ENV)
+    # The planes change what a network sees, not the game: each network plays the other
+    # env's states through its own observation (`Env.observe`), with the moves it makes on
+    # its own env's states of the same positions.
+    from az_jax.eval import players
+
+    moves = [[3, 3, 2], [0, 6, 5, 4], [3, 4, 3, 4, 2]]  # three positions, built by each env
+    shipped = str(ckpt.MODELS_DIR / "connect4")  # the plain game's network
+    for arena, own, other in ((THREATS, ENV, shipped), (ENV, THREATS, str(tmp_path))):
+        theirs = jax.tree.map(lambda *x: np.stack(x), *[_played(arena, m) for m in moves])
+        mine = jax.tree.map(lambda *x: np.stack(x), *[_played(own, m) for m in moves])
+        assert theirs.observation.shape[-1] != mine.observation.shape[-1]
+        p = players.PlayerFactory(arena, net=object(), search=object()).checkpoint(
+            players.parse_opponent(f"checkpoint:{other}"), sims=4)
+        restored = ckpt.restore(other, play_env=arena)
+        assert restored.env.params == own.params  # the network keeps its planes
+        direct = players.search_act(search_lib.make_search(
+            own, restored.net, restored.config.search), 4)
+        key = jax.random.PRNGKey(1)
+        np.testing.assert_array_equal(p.act(p.params, theirs, key),
+                                      direct(restored.variables, mine, key))
+    with pytest.raises(ValueError, match="only the board size and the observation planes"):
+        ckpt.restore(shipped, play_env=envs.make("tictactoe"))
+
+
+def _played(env, moves):
+    state = env.init(jax.random.PRNGKey(0))
+    for m in moves:
+        state = env.step(state, m)
+    return state

@@ -85,6 +85,38 @@ def test_learn_refuses_a_used_workdir(tmp_path):
         bench.main(["learn", "--config.train.batch_size"])
 
 
+# A trainer stand-in, a real subprocess: it logs an iteration and commits a checkpoint, then
+# ends as a finished run does, its SIGTERM handler gone (`hold` s), or keeps going.
+_STANDIN = """import json, pathlib, sys, time
+w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
+(w / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seconds": 0.1}) + "\\n")
+{checkpoint}
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_train_for_a_sigterm_as_the_run_ends(tmp_path, monkeypatch, committed):
+    """bench learn's SIGTERM can reach the trainer after its own last iteration, past its
+    handler: dying of that signal with a committed checkpoint is a finished run, not an
+    error (it was, and lost a 16-minute A/B arm); without a checkpoint it stays one."""
+    ckpt = ('(w / "checkpoints" / "5").mkdir(parents=True); '
+            '(w / "checkpoints" / "5" / "_CHECKPOINT_METADATA").write_text("{}")')
+    script = tmp_path / "standin.py"
+    script.write_text(_STANDIN.replace("{checkpoint}", ckpt if committed else ""))
+    monkeypatch.setattr(learn_bench, "TRAIN_PY", script)
+    workdir = tmp_path / "run"
+    if not committed:
+        with pytest.raises(RuntimeError, match="status -15 and no checkpoint"):
+            learn_bench.train_for("unused.py", workdir, minutes=0.01, overrides=[],
+                                  log=lambda *_: None)
+        return
+    out = learn_bench.train_for("unused.py", workdir, minutes=0.01, overrides=[],
+                                log=lambda *_: None)
+    assert out["stopped_by"] == "time" and out["returncode"] == -15
+    assert list(out["checkpoint_seen_s"]) == ["5"]
+
+
 def test_split_overrides_and_points():
     rest, over = config_lib.split_overrides(
         ["learn", "--config", "c.py", "--config.a.b=1", "--minutes", "2", "--config.c=x=y"])

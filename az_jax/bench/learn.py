@@ -141,7 +141,10 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
     seconds = time.monotonic() - t0
     for s in _steps(workdir):
         seen.setdefault(s, seconds)
-    if proc.returncode != 0 or not _steps(workdir):
+    # Our SIGTERM can reach the trainer as it ends on its own, past its handler: it dies of
+    # the signal, its checkpoints (committed ones only, `_steps`) complete all the same.
+    ours = signalled and proc.returncode == -signal.SIGTERM
+    if (proc.returncode != 0 and not ours) or not _steps(workdir):
         tail = (workdir / "train.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"train.py exited with status {proc.returncode} "
                            f"{'and no checkpoint ' if not _steps(workdir) else ''}"

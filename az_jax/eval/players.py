@@ -124,6 +124,16 @@ def search_act(search, num_simulations: int) -> Act:
     return act
 
 
+def observed_act(env, act: Act) -> Act:
+    """`act` given each state as `env` observes it: a network trained on other observation
+    planes of the same game (`Env.observation_params`) reads its own."""
+
+    def wrapped(variables, states, key):
+        return act(variables, jax.vmap(env.observe)(states), key)
+
+    return wrapped
+
+
 def random_rollout_value(env, state, key, max_plies: int):
     """The result of one uniformly random playout from `state`, for its player to move.
 
@@ -375,7 +385,8 @@ class PlayerFactory:
             while len(self._restored) >= 4:  # keep the cache small
                 self._restored.pop(next(iter(self._restored)))
             # Another run may be a conv-head network of another board size (a curriculum's
-            # earlier stage): it plays this one (`ckpt.play_env_for`).
+            # earlier stage), or see other observation planes of this game: it plays this
+            # one (`ckpt.play_env_for`).
             self._restored[key] = (ckpt.restore(workdir, step=step, env=self.env)
                                    if opp.workdir is None else
                                    ckpt.restore(workdir, step=step, play_env=self.env))
@@ -384,8 +395,11 @@ class PlayerFactory:
             return self.network(restored.variables, f"iter-{step}", sims)
         label = f"{Path(workdir).resolve().name}/iter-{step}"
         kind = f"{Path(workdir).resolve()}:mcts:{sims}"
-        make = lambda: search_act(search_lib.make_search(restored.env, restored.net,
-                                                         restored.config.search), sims)
+        own = restored.env  # this game, as that network sees it (`ckpt.play_env_for`)
+        plain = lambda: search_act(search_lib.make_search(own, restored.net,
+                                                          restored.config.search), sims)
+        same = dict(own.params) == dict(self.env.params)
+        make = plain if same else lambda: observed_act(own, plain())  # other planes
         return Player(f"{label}/mcts:{sims}", kind, self.act(kind, make), restored.variables)
 
     def build(self, opp: Opponent, *, variables=None, label: str = "current",
