@@ -284,8 +284,10 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     from az_jax.eval import players
 
     moves = [[3, 3, 2], [0, 6, 5, 4], [3, 4, 3, 4, 2]]  # three positions, built by each env
-    shipped = str(ckpt.MODELS_DIR / "connect4")  # the plain game's network
-    for arena, own, other in ((THREATS, ENV, shipped), (ENV, THREATS, str(tmp_path))):
+    plain = tmp_path / "plain"  # a network of the plain game
+    c.env.kwargs.threats = False
+    trainer.train_and_evaluate(c, str(plain))
+    for arena, own, other in ((THREATS, ENV, str(plain)), (ENV, THREATS, str(tmp_path))):
         theirs = jax.tree.map(lambda *x: np.stack(x), *[_played(arena, m) for m in moves])
         mine = jax.tree.map(lambda *x: np.stack(x), *[_played(own, m) for m in moves])
         assert theirs.observation.shape[-1] != mine.observation.shape[-1]
@@ -299,7 +301,7 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
         np.testing.assert_array_equal(p.act(p.params, theirs, key),
                                       direct(restored.variables, mine, key))
     with pytest.raises(ValueError, match="only the board size and the observation planes"):
-        ckpt.restore(shipped, play_env=envs.make("tictactoe"))
+        ckpt.restore(str(plain), play_env=envs.make("tictactoe"))
 
 
 def _played(env, moves):
