@@ -388,9 +388,13 @@ def play_env_for(meta: dict, play_env, where: str):
         check_env(meta, play_env, where)
         return play_env
     seen = set(own.observation_params)  # what the network sees: its own
-    full = lambda e: {**envs.defaults(e.id), **dict(e.params)}  # noqa: E731
-    rules = lambda e: {k: v for k, v in full(e).items()  # noqa: E731
-                       if k != "size" and k not in seen}
+
+    def full(e):  # every parameter, defaults included
+        return {**envs.defaults(e.id), **dict(e.params)}
+
+    def rules(e):
+        return {k: v for k, v in full(e).items() if k != "size" and k not in seen}
+
     if play_env.id != own.id or rules(play_env) != rules(own):
         raise ValueError(f"the network in {where} was trained for {own!r}; it cannot play "
                          f"{play_env!r} (only the board size and the observation planes "
