@@ -353,14 +353,18 @@ def _has_item(mngr, step: int, name: str) -> bool:
     return (Path(mngr.directory) / str(step) / name).exists()
 
 
+def _all_params(env_id: str, params) -> dict:
+    """A game's parameters with the ones left out filled by `env_id`'s defaults."""
+    return {**envs.defaults(env_id), **dict(params)}
+
+
 def check_env(meta: dict, env, where: str) -> None:
     """Raises ValueError if a checkpoint's env is not `env`."""
     saved = f"{meta['env_id']}({meta.get('env_params', {})})"
     wanted = f"{env.id}({dict(env.params)})"
     # A parameter the metadata leaves out (saved before it existed) is the env's default.
-    default = envs.defaults(env.id)
-    if meta["env_id"] != env.id or ({**default, **meta.get("env_params", {})}
-                                    != {**default, **env.params}):
+    if meta["env_id"] != env.id or (_all_params(env.id, meta.get("env_params", {}))
+                                    != _all_params(env.id, env.params)):
         raise ValueError(f"the checkpoint in {where} is for {saved}, not {wanted}; use a "
                          "workdir trained on this game or change the env")
     if meta.get("env_version") != env.version:
@@ -389,18 +393,16 @@ def play_env_for(meta: dict, play_env, where: str):
         return play_env
     seen = set(own.observation_params)  # what the network sees: its own
 
-    def full(e):  # every parameter, defaults included
-        return {**envs.defaults(e.id), **dict(e.params)}
-
     def rules(e):
-        return {k: v for k, v in full(e).items() if k != "size" and k not in seen}
+        return {k: v for k, v in _all_params(e.id, e.params).items()
+                if k != "size" and k not in seen}
 
     if play_env.id != own.id or rules(play_env) != rules(own):
         raise ValueError(f"the network in {where} was trained for {own!r}; it cannot play "
                          f"{play_env!r} (only the board size and the observation planes "
                          "may differ)")
-    mine = {k: v for k, v in full(play_env).items() if k not in seen}
-    mine.update({k: v for k, v in full(own).items() if k in seen})
+    mine = {k: v for k, v in _all_params(own.id, play_env.params).items() if k not in seen}
+    mine.update({k: v for k, v in _all_params(own.id, own.params).items() if k in seen})
     env = envs.make(own.id, **mine)
     if dict(env.params) == dict(own.params):  # the same board: only the planes differed
         check_env(meta, own, where)

@@ -85,8 +85,8 @@ def test_learn_refuses_a_used_workdir(tmp_path):
         bench.main(["learn", "--config.train.batch_size"])
 
 
-# A trainer stand-in, a real subprocess: it logs an iteration and commits a checkpoint, then
-# ends as a finished run does, its SIGTERM handler gone (`hold` s), or keeps going.
+# A trainer stand-in, a real subprocess: it logs an iteration and (with {checkpoint}) commits
+# a checkpoint, then waits without a SIGTERM handler, as a run does while it exits.
 _STANDIN = """import json, pathlib, sys, time
 w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
 (w / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seconds": 0.1}) + "\\n")
