@@ -117,6 +117,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "selfplay.batch_size": Int(1),
     "selfplay.num_plies": Int(1),
     "selfplay.temperature_plies": Int(0),
+    "selfplay.random_plies": Int(0),
     "selfplay.max_game_length": Int(0, optional=True),
     "selfplay.bootstrap": Bool(),
     "selfplay.pending": Bool(optional=True),

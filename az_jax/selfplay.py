@@ -48,8 +48,9 @@ class Trajectory(NamedTuple):
 
 
 def select_action(key, search_action, weights, visited, step_count, temperature_plies,
-                  greedy_from_search):
-    """Samples from the search policy for the first `temperature_plies` plies, then greedy.
+                  greedy_from_search, random_plies=0):
+    """Samples from the search policy for the first `temperature_plies` plies, then greedy;
+    the first `random_plies` plies (if any) are uniform among the visited moves instead.
 
     One game (vmap for a batch).
     Args:
@@ -62,8 +63,10 @@ def select_action(key, search_action, weights, visited, step_count, temperature_
     logits = jnp.where(visited, jnp.log(jnp.maximum(weights, 1e-30)),
                        jnp.finfo(jnp.float32).min)
     sampled = jax.random.categorical(key, logits)
+    uniform = jax.random.categorical(jax.random.fold_in(key, 1), jnp.where(visited, 0.0, -jnp.inf))
     greedy = search_action if greedy_from_search else jnp.argmax(jnp.where(visited, weights, -1.0))
-    return jnp.where(step_count < temperature_plies, sampled, greedy).astype(jnp.int32)
+    action = jnp.where(step_count < temperature_plies, sampled, greedy)
+    return jnp.where(step_count < random_plies, uniform, action).astype(jnp.int32)
 
 
 def per_game_keys(key, game_ids):
@@ -79,7 +82,8 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
              temperature_plies: int, greedy_from_search: bool = True,
              game_ids: jax.Array | None = None, reuse_root: bool | None = None,
              fast_simulations: int = 0,
-             full_search_fraction: float = 1.0) -> tuple[Trajectory, Any]:
+             full_search_fraction: float = 1.0,
+             random_plies: int = 0) -> tuple[Trajectory, Any]:
     """Plays `num_plies` plies in every game of the batch `states`.
 
     Args:
@@ -90,6 +94,10 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
       key: consumed.
       num_plies: T.
       temperature_plies: plies (from each game's start) played by sampling.
+      random_plies: plies (from each game's start) played uniformly at random among the
+        moves the search visited (all legal ones with enough simulations); their positions
+        still get the search's policy target. Diversity against self-play collapsing onto
+        one line.
       greedy_from_search: late-game move = the search's own choice (Gumbel) instead of the
         argmax of the policy target.
       game_ids: int32[B] global indices of these games (default arange(B)); see
@@ -150,10 +158,10 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
             out = search(variables, states, jax.random.fold_in(k_search, game_ids[0]),
                          root=root, num_simulations=num_simulations)
             tree = out.search_tree
-            action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, 0, None, None))(
+            action = jax.vmap(select_action, in_axes=(0, 0, 0, 0, 0, None, None, None))(
                 per_game_keys(k_act, game_ids), out.action, out.action_weights,
                 tree.children_visits[:, 0] > 0, states.step_count, temperature_plies,
-                greedy_from_search)
+                greedy_from_search, random_plies)
             child = None
             if evaluated is not None:  # the played child's evaluation (visited: index >= 0)
                 index = tree.children_index[rows, 0, action]  # int32[B]

@@ -175,7 +175,8 @@ def make_steps(setup: Setup):
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids,
             fast_simulations=c.selfplay.get("fast_simulations", 0),
-            full_search_fraction=c.selfplay.get("full_search_fraction", 1.0))
+            full_search_fraction=c.selfplay.get("full_search_fraction", 1.0),
+            random_plies=c.selfplay.get("random_plies", 0))
         if mode == "pending":  # pending plies first, then the window: [L + T, B]
             timeline, targets, valid, pending, dropped = selfplay.settle_pending(
                 games.pending, traj, c.search.discount)

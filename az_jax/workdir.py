@@ -33,11 +33,11 @@ MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "check
               "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
               "search.eval_tactics", "search.eval_sims_per_considered",
               "search.threat_depth", "search.threat_width")
-# Fields added since runs were first saved whose arrays a run made before them has in one
-# form only: such a run is compared as if it had this value, so that a command whose
-# default has changed since (Connect4's value head) does not pass for the old run. Other
-# fields a run predates take the command's value.
-BEFORE_FIELD = {"network.value_head": "tanh"}
+# Fields added since runs were first saved that a run made before them had in one form only
+# (its arrays: Connect4's value head; how it played: no random opening plies): such a run
+# is compared as if it had this value, so that a command whose default has changed since
+# does not pass for the old run. Other fields a run predates take the command's value.
+BEFORE_FIELD = {"network.value_head": "tanh", "selfplay.random_plies": 0}
 
 
 class RunMismatch(ValueError):

@@ -63,6 +63,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)
     c.selfplay.num_plies = 32  # plies per game per iteration (games carry over)
     c.selfplay.temperature_plies = 8  # plies from each game's start played by sampling
+    # Plies from each game's start played uniformly at random (among the moves the search
+    # visited; their positions keep the search's policy target): opening diversity.
+    c.selfplay.random_plies = 0
     # Plies of games still running when the window of num_plies ends wait on the device
     # until their game ends, then enter the replay buffer with their exact outcome target
     # (AlphaZero: every ply trains). False (with bootstrap False) leaves them out instead:

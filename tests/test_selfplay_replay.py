@@ -154,6 +154,25 @@ def test_sampled_moves_are_visited_children():
     np.testing.assert_array_equal(greedy, [1])
 
 
+def test_random_plies_are_uniform_over_visited_children():
+    weights = jnp.array([0.05, 0.9, 0.0, 0.05, 0.0])  # a sharp policy on action 1
+    visited = jnp.array([True, True, False, True, True])
+    keys = jax.random.split(jax.random.PRNGKey(1), 4000)
+    pick = jax.vmap(selfplay.select_action, in_axes=(0,) + (None,) * 7)
+    # Ply 2 of 3 random plies: uniform among the 4 visited moves, whatever the policy.
+    opening = np.asarray(pick(keys, 1, weights, visited, 2, 10, True, 3))
+    assert set(np.unique(opening)) == {0, 1, 3, 4}
+    np.testing.assert_allclose(np.bincount(opening, minlength=5)[[0, 1, 3, 4]] / 4000,
+                               0.25, atol=0.03)
+    # From ply 3 on, the moves are the ones without random plies (sampled, then greedy).
+    for ply in (3, 12):
+        np.testing.assert_array_equal(
+            np.asarray(pick(keys, 1, weights, visited, ply, 10, True, 3)),
+            np.asarray(pick(keys, 1, weights, visited, ply, 10, True, 0)))
+    later = np.asarray(pick(keys, 4, weights, visited, 12, 10, True, 3))
+    np.testing.assert_array_equal(later, 4)  # the search's own choice
+
+
 def test_reuse_root_refused_for_games_with_chance():
     class Chancy(type(ENV)):
         deterministic = False

@@ -22,7 +22,7 @@ TTT = ["--config", str(ROOT / "configs" / "tictactoe.py"), *TINY]
 def _config(**fields) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict({
         "env": {"id": "connect4", "kwargs": {}}, "network": {"channels": 8, "dtype": "float32"},
-        "train": {"num_iterations": 10, "learning_rate": 0.001},
+        "train": {"num_iterations": 10, "learning_rate": 0.001}, "selfplay": {"num_plies": 8},
         "eval": {"every": 5}, "checkpoint": {"every": 1, "restart": False}})
     for name, value in fields.items():
         group, field = name.split("__")
@@ -58,6 +58,11 @@ def test_differences_name_each_field_and_allow_only_the_harmless_ones():
     assert runs.differences(older, _config(network__value_head="tanh")) == []
     assert runs.differences(older, _config(network__value_head="wdl")) == [
         "network.value_head (run: 'tanh', command: 'wdl')"]
+    # And how it played: a run saved before random opening plies existed played none.
+    assert "random_plies" not in older["selfplay"]
+    assert runs.differences(older, _config(selfplay__random_plies=0)) == []
+    assert runs.differences(older, _config(selfplay__random_plies=4)) == [
+        "selfplay.random_plies (run: 0, command: 4)"]
     # Connect4's observation planes likewise: an older run had none of the threat planes.
     assert runs.differences(older, _config(env__kwargs={"threats": False})) == []
     assert runs.differences(older, _config(env__kwargs={"threats": True})) == [
