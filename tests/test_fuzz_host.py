@@ -194,6 +194,7 @@ _BOOLS = ["selfplay.bootstrap", "selfplay.pending", "train.augment", "eval.gatin
 # Fields validate_config checks, with the values they take on the command line and others
 # (a config built in Python may hold any type).
 _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_plies",
+            "selfplay.random_plies",
             "selfplay.max_game_length", "selfplay.fast_simulations",
             "selfplay.full_search_fraction", "train.q_target_weight", "train.init_from",
             "train.batch_size", "train.updates_per_iteration", "train.num_iterations",
