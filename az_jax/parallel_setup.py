@@ -15,45 +15,8 @@ def use_all_cpu_cores() -> None:
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return
     n = max(1, min(usable_cpu_count(), 8))
-    os.environ["XLA_FLAGS"] = cpu_device_flags(os.environ.get("XLA_FLAGS", ""), n)
-
-
-# XLA aborts the whole process ("Termination timeout ... of 40 seconds exceeded") when one
-# CPU device's thread reaches a collective (the gradient all-reduce) 40 s after another:
-# that happens when other work on the machine starves a core for a while, and killed a
-# 2-device training run here while two evaluations ran beside it. 30 minutes, like the
-# multi-process timeout (xla_cpu_collective_timeout_seconds), still ends a real deadlock.
-COLLECTIVE_TERMINATE_FLAG = "xla_cpu_collective_call_terminate_timeout_seconds"
-COLLECTIVE_TERMINATE_SECONDS = 1800
-
-
-def cpu_device_flags(flags: str, count: int, jaxlib_version: str | None = None) -> str:
-    """`flags` (XLA_FLAGS) with `count` CPU devices and a patient collective timeout.
-
-    The timeout flag is added only when `flags` does not set it and the installed jaxlib
-    knows it (0.8 and later: XLA rejects unknown flags at start). `jaxlib_version`: for
-    tests; None reads the installed one without importing jax.
-    """
-    flags = f"{flags} --xla_force_host_platform_device_count={count}".strip()
-    if count > 1 and COLLECTIVE_TERMINATE_FLAG not in flags and _jaxlib_at_least(
-            (0, 8), jaxlib_version):
-        flags += f" --{COLLECTIVE_TERMINATE_FLAG}={COLLECTIVE_TERMINATE_SECONDS}"
-    return flags
-
-
-def _jaxlib_at_least(minimum: tuple[int, int], version: str | None = None) -> bool:
-    """Whether jaxlib (installed, or `version`) is at least `minimum` (major, minor)."""
-    if version is None:
-        from importlib import metadata
-
-        try:
-            version = metadata.version("jaxlib")
-        except metadata.PackageNotFoundError:
-            return False
-    try:
-        return tuple(int(x) for x in version.split(".")[:2]) >= minimum
-    except ValueError:
-        return False
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + f" --xla_force_host_platform_device_count={n}").strip()
 
 
 def usable_cpu_count() -> int:

@@ -59,7 +59,6 @@ import os
 import sys
 
 from az_jax import config as config_lib
-from az_jax import parallel_setup
 from az_jax.bench import backward, env, learn, pgx, selfplay, suite, train
 
 # name -> the module that runs it (HELP, DESCRIPTION, add_args, run).
@@ -94,7 +93,7 @@ def request_host_devices(count: int) -> None:
     """
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" not in flags:
-        os.environ["XLA_FLAGS"] = parallel_setup.cpu_device_flags(flags, count)
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
 
 
 def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
