@@ -158,6 +158,8 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "network.num_blocks": Int(0),
     "network.head": Choice("az_jax.network", "HEADS", optional=True),
     "network.value_head": Choice("az_jax.network", "VALUE_HEADS", optional=True),
+    "network.value_channels": Int(1, optional=True),
+    "network.global_pool": Bool(optional=True),
     "eval.every": Int(0),
     "eval.num_games": Int(1),
     "eval.num_simulations": Int(1),

@@ -69,6 +69,11 @@ class ResNet(nn.Module):
         (a board-size curriculum, 20x20 Gomoku); it needs one action per board point,
         action = row * W + col.
       value_head: "tanh" or "wdl" (see the module docstring).
+      value_channels: channels of the dense value head's 1x1 convolution (AlphaZero: 1),
+        flattened into its dense layer.
+      global_pool: KataGo's global pooling bias in every residual block: the mean and max
+        of the first convolution's output over the board, through a dense layer, are added
+        to every point as a per-channel bias, so each block sees the whole board at once.
     """
 
     num_actions: int
@@ -78,6 +83,8 @@ class ResNet(nn.Module):
     dtype: Any = jnp.float32
     head: str = "dense"
     value_head: str = "tanh"
+    value_channels: int = 1
+    global_pool: bool = False
 
     def _norm(self, train: bool):
         if self.norm == "batch":
@@ -102,6 +109,9 @@ class ResNet(nn.Module):
         x = nn.relu(self._norm(train)(stem(x)))
         for _ in range(self.num_blocks):
             y = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
+            if self.global_pool:  # [B, H, W, C] -> [B, 2C] -> a bias [B, 1, 1, C]
+                g = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
+                y = y + nn.Dense(self.channels, dtype=self.dtype)(g)[:, None, None, :]
             y = self._norm(train)(conv(self.channels, 3)(y))
             x = nn.relu(x + y)
 
@@ -112,7 +122,7 @@ class ResNet(nn.Module):
             v = jnp.concatenate([v.mean(axis=(1, 2)), v.max(axis=(1, 2))], axis=-1)
         else:
             logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(p.shape[0], -1))
-            v = nn.relu(self._norm(train)(conv(1, 1)(x)))
+            v = nn.relu(self._norm(train)(conv(self.value_channels, 1)(x)))
             v = v.reshape(v.shape[0], -1)
         v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
         raw = nn.Dense(3 if self.value_head == "wdl" else 1, dtype=self.dtype)(v)
@@ -140,8 +150,10 @@ def make_network(config, env) -> ResNet:
         raise ValueError(f"network.norm={config.norm!r}; accepted: {', '.join(_NORMS)}")
     if config.dtype not in _DTYPES:
         raise ValueError(f"network.dtype={config.dtype!r}; accepted: {', '.join(_DTYPES)}")
-    if config.channels < 1 or config.num_blocks < 0:
-        raise ValueError("network.channels must be >= 1 and network.num_blocks >= 0")
+    value_channels = config.get("value_channels", 1)  # configs saved before it: 1
+    if config.channels < 1 or config.num_blocks < 0 or value_channels < 1:
+        raise ValueError("network.channels and network.value_channels must be >= 1 and "
+                         "network.num_blocks >= 0")
     head = config.get("head", "dense")  # configs saved before `head` existed: dense
     if head not in HEADS:
         raise ValueError(f"network.head={head!r}; accepted: {', '.join(HEADS)}")
@@ -162,6 +174,8 @@ def make_network(config, env) -> ResNet:
         dtype=_DTYPES[config.dtype],
         head=head,
         value_head=value_head,
+        value_channels=value_channels,
+        global_pool=bool(config.get("global_pool", False)),
     )
 
 

@@ -37,7 +37,8 @@ MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "check
 # (its arrays: Connect4's value head; how it played: no random opening plies): such a run
 # is compared as if it had this value, so that a command whose default has changed since
 # does not pass for the old run. Other fields a run predates take the command's value.
-BEFORE_FIELD = {"network.value_head": "tanh", "selfplay.random_plies": 0}
+BEFORE_FIELD = {"network.value_head": "tanh", "selfplay.random_plies": 0,
+                "network.value_channels": 1, "network.global_pool": False}
 
 
 class RunMismatch(ValueError):

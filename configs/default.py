@@ -24,6 +24,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.network.head = "dense"
     # tanh (AlphaZero's: one value, squared error) | wdl (win/draw/loss logits, cross-entropy)
     c.network.value_head = "tanh"
+    c.network.value_channels = 1  # dense head: 1x1 conv channels before the value's dense layer
+    c.network.global_pool = False  # KataGo's global pooling bias in every residual block
 
     c.search = ml_collections.ConfigDict()
     c.search.policy = "gumbel"  # gumbel (gumbel_muzero_policy) | muzero (PUCT + Dirichlet)

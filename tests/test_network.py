@@ -65,6 +65,44 @@ def test_conv_head_plays_every_board_size_with_one_set_of_parameters():
     assert moved.any() and not (moved & ~near).any()
 
 
+def test_global_pool_lets_every_point_see_the_whole_board():
+    """network.global_pool: with one residual block the conv head's receptive field is 7x7
+    (stem and two 3x3 convolutions), so a stone in one corner moves no logit in the other
+    corner; with the pooled bias it moves logits there (those whose ReLUs are not all off)."""
+    env = envs.make("gomoku", size=11)
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (2, *env.observation_shape))
+    flipped = obs.at[:, 0, 0, 0].set(~obs[:, 0, 0, 0])
+    far = np.zeros((11, 11), bool)
+    far[4:, 4:] = True  # more than 3 points from (0, 0)
+    for pooled in (False, True):
+        config = ml_collections.ConfigDict(dict(channels=8, num_blocks=1, norm="batch",
+                                                dtype="float32", head="conv",
+                                                global_pool=pooled))
+        net = network.make_network(config, env)
+        variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+        logits, _ = net.apply(variables, obs)
+        changed, _ = net.apply(variables, flipped)
+        moved = np.abs(np.asarray(changed - logits)).max(axis=0).reshape(11, 11) > 1e-6
+        assert moved[0, 0] and moved[far].any() == pooled
+        if pooled:
+            assert moved[far].mean() > 0.5
+
+
+def test_value_channels_widen_the_value_head_and_older_configs_keep_one():
+    env = envs.make("connect4")
+    config = ml_collections.ConfigDict(dict(channels=8, num_blocks=1, norm="batch",
+                                            dtype="float32"))  # saved before value_channels
+    kernels = lambda config: [x.shape for x in jax.tree.leaves(network.init_variables(
+        network.make_network(config, env), env, jax.random.PRNGKey(0))["params"])
+        if x.shape[:2] == (1, 1)]  # the 1x1 convolutions: policy (2) and value
+    assert kernels(config) == [(1, 1, 8, 2), (1, 1, 8, 1)]
+    config.value_channels = 16
+    assert kernels(config) == [(1, 1, 8, 2), (1, 1, 8, 16)]
+    config.value_channels = 0
+    with pytest.raises(ValueError, match="network.value_channels must be >= 1"):
+        network.make_network(config, env)
+
+
 def test_conv_head_needs_one_action_per_point():
     config = ml_collections.ConfigDict(dict(channels=8, num_blocks=1, norm="batch",
                                             dtype="float32", head="conv"))

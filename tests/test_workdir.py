@@ -63,6 +63,13 @@ def test_differences_name_each_field_and_allow_only_the_harmless_ones():
     assert runs.differences(older, _config(selfplay__random_plies=0)) == []
     assert runs.differences(older, _config(selfplay__random_plies=4)) == [
         "selfplay.random_plies (run: 0, command: 4)"]
+    # The value head's width and the pooling bias: an older run had one plane and none.
+    assert runs.differences(older, _config(network__value_channels=1,
+                                           network__global_pool=False)) == []
+    assert runs.differences(older, _config(network__value_channels=32,
+                                           network__global_pool=True)) == [
+        "network.value_channels (run: 1, command: 32)",
+        "network.global_pool (run: False, command: True)"]
     # Connect4's observation planes likewise: an older run had none of the threat planes.
     assert runs.differences(older, _config(env__kwargs={"threats": False})) == []
     assert runs.differences(older, _config(env__kwargs={"threats": True})) == [
