@@ -267,6 +267,9 @@ def make_host_iteration(setup: Setup):
             ms = []
             for k in jax.random.split(k_learn, c.train.updates_per_iteration):
                 train_state, m = step(train_state, buffer_state, k)
+                # One program with collectives in flight at a time: a 2-device CPU run hung
+                # in the gradient all-reduce (README, Devices) with the next steps queued.
+                jax.block_until_ready(train_state)
                 ms.append(m)
             m = jax.tree.map(lambda *x: jnp.stack(x), *ms)
         else:
