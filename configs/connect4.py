@@ -30,7 +30,7 @@ def get_config():
         # 1e-2, as the CPU's learning-rate rounds point: the shipped `connect4` (stop 32,
         # 140 iterations on an H200) reached 3.9% mistakes by iteration 40, where stop 22's
         # 2e-3 run (2048 games x 16 plies, float32, an older config) had 6.3% at 41. One
-        # run each, not an A/B (README, Shipped models).
+        # run each, not an A/B (README, Evaluation, "Shipped since stop 32").
         c.train.learning_rate = 1e-2
     # Win/draw/loss value logits: fewer mistakes than the tanh head at equal wall clock,
     # with both seeds (README, Benchmarks, "A fourth round").
