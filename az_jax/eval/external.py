@@ -46,6 +46,12 @@ Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG
   gomokubench:LEVEL    the PyPI `gomokubench` package's alpha-beta (numpy patterns),
                        LEVEL easy | standard | hard; freestyle Gomoku only (its win check
                        is five or more), any board size; a test extra.
+  bitbully:D           the PyPI `bitbully` Connect4 solver (AGPL, optional: `pip install
+  bitbully:perfect     bitbully`, never required) as an engine: `perfect` solves every
+                       position (its opening book, then search) and plays a best move;
+                       `D` searches D plies (no opening book) and plays a move of the best
+                       depth-limited score; ties at random among the best, seeded from
+                       the position. Connect4 only.
   gomocup[OPTS]:CMD    any Gomocup/piskvork brain, run as the command line CMD (shlex-split,
                        no shell) and spoken to over the protocol (`GomocupBrain`); Gomoku
                        only, INFO rule 0 (freestyle) or 1 (standard, exactly five). OPTS,
@@ -70,6 +76,7 @@ import collections
 import dataclasses
 import os
 import queue
+import random
 import re
 import shlex
 import shutil
@@ -110,12 +117,19 @@ class Engine:
 
     `close()` (optional) ends what the engine started (a gomocup brain's process; it is
     also ended when the engine is garbage-collected or Python exits); `brain` is that
-    `GomocupBrain` (None for in-process engines)."""
+    `GomocupBrain` (None for in-process engines). `numbered`: `new_game(i)` takes the
+    game's index in the match (an engine that varies its play from game to game
+    reproducibly, e.g. `bitbully`'s random ties)."""
 
     name: str  # name on the Elo ladder, e.g. "baghchal-minimax:2"
-    new_game: Callable[[], EngineGame] = dataclasses.field(repr=False)
+    new_game: Callable[..., EngineGame] = dataclasses.field(repr=False)
     close: Callable[[], None] = dataclasses.field(default=lambda: None, repr=False)
     brain: Any = dataclasses.field(default=None, repr=False)
+    numbered: bool = False
+
+    def game(self, index: int) -> EngineGame:
+        """A new game, the match's `index`-th."""
+        return self.new_game(index) if self.numbered else self.new_game()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,6 +330,62 @@ def gomokubench(env, level: str) -> Engine:
             return bool(self.state.is_terminal())
 
     return Engine(name, Game)
+
+
+# =========================================================================== bitbully
+def _import_bitbully(what: str):
+    """The PyPI `bitbully` package (an AGPL Connect4 solver; optional, never required)."""
+    try:
+        import bitbully
+    except ImportError as e:
+        raise ImportError(f"opponent {what!r} needs the optional Connect4 solver bitbully "
+                          f"(AGPL; pip install bitbully): {e}") from None
+    return bitbully
+
+
+def bitbully_engine(env, depth: int | None) -> Engine:
+    """The `bitbully` solver as a Connect4 engine: `depth` None plays perfectly (its
+    opening book, then a full search), an int searches that many plies without the book.
+    A depth-limited search starts from an empty transposition table at every move (its
+    scores depend on what the table holds: ~0.1 s a move to clear it). Among equally
+    scored moves it picks one at random, from a generator seeded with the
+    moves so far and the game's index in the match (`Engine.numbered`), so that a match is
+    reproducible and the engine still varies its play from game to game, also from the
+    same opening.
+
+    Raises:
+      ImportError: the package is not installed.
+    """
+    name = f"bitbully:{depth or 'perfect'}"
+    bitbully = _import_bitbully(name)
+    solver = bitbully.BitBully() if depth is None else bitbully.BitBully(None)
+    max_depth = -1 if depth is None else depth
+
+    class Game:
+        def __init__(self, index: int = 0):
+            self.board = bitbully.Board()
+            self.moves: list[int] = []
+            self.index = index
+
+        def push(self, action: int) -> None:
+            column = int(action)  # the env's action is the column, 0..6 left to right
+            if not (0 <= column < 7 and self.board.is_legal_move(column)):
+                raise ValueError(f"{name}: {env.action_to_str(action)} is not a legal move "
+                                 f"after {self.moves}")
+            self.board.play(column)
+            self.moves.append(column)
+
+        def best_action(self) -> int:
+            rng = random.Random(zlib.crc32(bytes(self.moves), self.index))
+            if depth is not None:  # depth-limited scores depend on what the table holds
+                solver.reset_transposition_table()  # ~0.1 s
+            return int(solver.best_move(self.board, tie_break="random", rng=rng,
+                                        max_depth=max_depth))
+
+        def is_over(self) -> bool:
+            return bool(self.board.is_game_over())
+
+    return Engine(name, Game, numbered=True)
 
 
 # =========================================================================== gomocup
@@ -677,6 +747,18 @@ def _parse_depth(options: str | None, arg: str) -> tuple[str, int]:
     return f"baghchal-minimax:{depth}", depth
 
 
+def _parse_bitbully(options: str | None, arg: str) -> tuple[str, int | None]:
+    if options is not None:
+        raise ValueError("takes no [options]")
+    text = arg.strip().lower()
+    if text == "perfect":
+        return "bitbully:perfect", None
+    if not re.fullmatch(r"\d+", text) or not 1 <= int(text) <= 42:
+        raise ValueError("expected bitbully:perfect or bitbully:D with a search depth D "
+                         "of 1-42 plies")
+    return f"bitbully:{int(text)}", int(text)
+
+
 def _parse_level(options: str | None, arg: str) -> tuple[str, str]:
     level = arg.strip().lower()
     if options is not None:
@@ -705,6 +787,9 @@ _ENGINES: dict[str, _Spec] = {
     "gomokubench": _Spec(
         "gomokubench:easy|standard|hard", "gomoku", gomokubench, _parse_level,
         lambda opp: _import_gomokubench(opp.name)),
+    "bitbully": _Spec(
+        "bitbully:D|perfect", "connect4", bitbully_engine, _parse_bitbully,
+        lambda opp: _import_bitbully(opp.name)),
     "gomocup": _Spec(
         "gomocup[TIME]:COMMAND", "gomoku", gomocup, _parse_brain, _load_brain),
 }
@@ -915,7 +1000,7 @@ class ExternalMatchRunner:
             params = jax.device_put(parallel.local_replica(agent.params), self.device)
         engines = [engine] if jitted else [agent, engine]
         states = self._init(k_init)
-        games = {id(e): [e.new_game() for _ in range(n)] for e in engines}
+        games = {id(e): [e.game(i) for i in range(n)] for e in engines}
         late0 = {id(e): e.brain.late for e in engines if e.brain is not None}
         total = np.zeros((n, 2), np.float32)
         lost = {id(e): np.zeros(n, bool) for e in engines}  # forfeited by this engine

@@ -1,0 +1,106 @@
+"""The `bitbully:D|perfect` Connect4 engine (az_jax/eval/external.py): names and errors
+without the optional package; with it, its moves against hand-worked positions and the
+shipped solver sets' unique best moves, and a whole match."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+import envs
+from az_jax.eval import connect4_positions, external, match, players
+
+C4 = envs.make("connect4")
+needs_bitbully = pytest.mark.skipif(importlib.util.find_spec("bitbully") is None,
+                                    reason="bitbully is not installed")
+
+
+def _play(engine, moves: str):
+    """A new engine game after `moves` (1-based columns, as the solver files write them)."""
+    game = engine.new_game()
+    for c in moves:
+        game.push(int(c) - 1)
+    return game
+
+
+def test_names_and_errors(monkeypatch):
+    opps = external.parse_opponents("bitbully:perfect, bitbully:08,random")
+    assert [o.name for o in opps] == ["bitbully:perfect", "bitbully:8", "random"]
+    assert opps[0].arg is None and opps[1].arg == 8
+    for bad in ("bitbully:0", "bitbully:43", "bitbully:x", "bitbully:"):
+        with pytest.raises(ValueError, match="bitbully:perfect or bitbully:D"):
+            external.parse_opponents(bad)
+    with pytest.raises(ValueError, match="takes no"):
+        external.parse_opponents("bitbully[1s]:8")
+    with pytest.raises(ValueError, match="plays connect4 only, not tictactoe"):
+        external.make_engine(opps[1], envs.make("tictactoe"))
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install bitbully"):
+        external.make_engine(opps[0], C4)
+
+
+@needs_bitbully
+@pytest.mark.parametrize("name", ["bitbully:perfect", "bitbully:2"])
+def test_takes_a_win_and_blocks_one(name):
+    engine = external.make_engine(external.parse_opponent(name), C4)
+    # X has three in column 4 and O three in column 1, X to move: X wins in column 4.
+    assert _play(engine, "414141").best_action() == 3
+    # X has three in column 4, O to move: only column 4 stops the four.
+    assert _play(engine, "41414").best_action() == 3
+
+
+@needs_bitbully
+def test_perfect_plays_the_unique_best_move_of_the_solver_sets():
+    """Hard sets have exactly one move that keeps the best outcome (their header): the
+    perfect engine must play that column, through our move mirroring."""
+    engine = external.make_engine(external.parse_opponent("bitbully:perfect"), C4)
+    data = Path(__file__).parent / "data" / "connect4"
+    checked = 0
+    for name in ("beginning_hard.txt", "middle_hard.txt", "end_hard.txt"):
+        for p in connect4_positions.read_positions(data / name)[:10]:
+            scores = [s for s in p.column_scores if s is not None]
+            best = [c for c, s in enumerate(p.column_scores) if s == max(scores)]
+            assert len(best) == 1, p.moves
+            assert _play(engine, p.moves).best_action() == best[0], p.moves
+            checked += 1
+    assert checked == 30
+
+
+@needs_bitbully
+def test_rejects_a_move_into_a_full_column():
+    game = _play(external.make_engine(external.parse_opponent("bitbully:4"), C4), "444444")
+    with pytest.raises(ValueError, match="not a legal move"):
+        game.push(3)
+
+
+@needs_bitbully
+def test_a_match_against_the_perfect_engine():
+    """A random player never beats the perfect engine, and the same key replays the same
+    match."""
+    engine = external.make_engine(external.parse_opponent("bitbully:perfect"), C4)
+    runner = external.ExternalMatchRunner(C4, 4, opening_plies=0)
+    me = players.PlayerFactory(C4).random()
+    result = runner.play(me, engine, jax.random.PRNGKey(0))
+    assert result.opponent == "bitbully:perfect" and result.unfinished == 0
+    assert result.first.wins == 0 and result.second.wins == 0, result
+    assert result.first.losses + result.second.losses >= 3, result
+    again = runner.play(me, engine, jax.random.PRNGKey(0))
+    assert (again.first, again.second, again.mean_plies) == (
+        result.first, result.second, result.mean_plies)
+    assert isinstance(result, match.MatchResult)
+
+
+@needs_bitbully
+def test_ties_are_broken_at_random_but_reproducibly():
+    """From the empty board bitbully's 4-ply search scores columns 4 and 5 alike (2 and 2,
+    the rest 0, from an empty table): the games of a match pick either, by their index, the
+    same each time, whatever searches ran before."""
+    engine = external.make_engine(external.parse_opponent("bitbully:4"), C4)
+    picks = [engine.game(i).best_action() for i in range(12)]
+    assert set(picks) == {3, 4}, picks
+    _play(engine, "4434").best_action()  # another search fills the table
+    assert [engine.game(i).best_action() for i in range(12)] == picks
