@@ -38,6 +38,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
                          only; a host-side Python loop, see az_jax/eval/external.py)
   gomokubench:LEVEL      the PyPI gomokubench alpha-beta, LEVEL easy|standard|hard
                          (freestyle Gomoku only)
+  bitbully:D|perfect     the optional PyPI Connect4 solver bitbully (AGPL; pip install
+                         bitbully): D plies of search, or perfect play (Connect4 only)
   gomocup[OPTS]:COMMAND  a Gomocup/piskvork brain run as COMMAND (Gomoku only), e.g.
                          'gomocup[200ms]:python -m az_jax.gomocup --model gomoku_9x9';
                          OPTS, ';'-separated: time per move (200ms, 1s; default 1s),
