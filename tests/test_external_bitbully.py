@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 import envs
@@ -92,6 +93,18 @@ def test_a_match_against_the_perfect_engine():
     assert (again.first, again.second, again.mean_plies) == (
         result.first, result.second, result.mean_plies)
     assert isinstance(result, match.MatchResult)
+    # Connect4 from the empty board is a first-player win (Allis 1988): the random player
+    # held that value in none of its games as first, and in all of its (lost) games as
+    # second.
+    assert result.notes == ("held the solved value of the opening in 2 of 4 games "
+                            "(won 0/2, lost 2/2)"), result.notes
+
+
+def test_held_note_counts_per_solved_value():
+    theory = np.array([1, 1, 0, -1, np.nan, 0])
+    outcome = np.array([1, -1, 0, -1, 1, 1])
+    assert external.held_note(theory, outcome) == (
+        "held the solved value of the opening in 3 of 5 games (won 1/2, drawn 1/2, lost 1/1)")
 
 
 @needs_bitbully
