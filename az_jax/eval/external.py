@@ -51,7 +51,9 @@ Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG
                        position (its opening book, then search) and plays a best move;
                        `D` searches D plies (no opening book) and plays a move of the best
                        depth-limited score; ties at random among the best, seeded from
-                       the position. Connect4 only.
+                       the moves and the game's index in the match. Connect4 only. Its
+                       matches also count the games where the agent held the solved
+                       value of the opening (`held_note`; `perfect` only).
   gomocup[OPTS]:CMD    any Gomocup/piskvork brain, run as the command line CMD (shlex-split,
                        no shell) and spoken to over the protocol (`GomocupBrain`); Gomoku
                        only, INFO rule 0 (freestyle) or 1 (standard, exactly five). OPTS,
