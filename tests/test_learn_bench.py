@@ -72,6 +72,23 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
     assert set(again["points"][0]["results"]) == {"greedy"}
     assert again["points"][0]["results"]["greedy"] == points[-1]["results"]["greedy"]
     assert again["overrides"] == data["overrides"] and again["train"] == train
+    # A train.py run has no train.json: the minutes come from metrics.jsonl.
+    (workdir / "train.json").unlink()
+    plain = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--stage",
+                        "evaluate", "--workdir", str(workdir), "--sims", "0",
+                        "--sets", str(tmp_path / "sets"), "--max-points", "1"])
+    assert plain["points"][0]["results"] == again["points"][0]["results"]
+    assert plain["train"]["iterations"] == train["iterations"]
+    assert plain["train"]["stopped_by"].startswith("train.py")
+    p = plain["points"][0]
+    assert p["wall_minutes"] == pytest.approx(p["train_minutes"]) == pytest.approx(
+        points[-1]["train_minutes"])
+
+
+def test_evaluate_stage_needs_a_run(tmp_path):
+    with pytest.raises(SystemExit, match="neither train.json nor metrics.jsonl"):
+        bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--stage", "evaluate",
+                    "--workdir", str(tmp_path)])
 
 
 def test_learn_refuses_a_used_workdir(tmp_path):

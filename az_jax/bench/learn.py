@@ -77,7 +77,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
                    help="all (default); train: only train (writes train.json); evaluate: "
                         "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
-                        "e.g. on other sets or with other --sims")
+                        "e.g. on other sets or with other --sims, or of any train.py "
+                        "workdir (minutes from its metrics.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
@@ -160,6 +161,20 @@ def train_minutes(rows: list[dict]) -> dict[int, float]:
         total += float(r["seconds"])
         out[int(r["iteration"])] = total / 60.0
     return out
+
+
+def from_train_run(workdir: Path, args) -> dict:
+    """What train.json would hold, for a run that train.py made (not bench learn): the
+    minutes are its iterations' times from metrics.jsonl, so the wall-clock axis is the
+    training minutes too (the run's evaluations and restarts are not in it)."""
+    minutes = train_minutes(_rows(workdir))
+    return {"trained": {"seconds": 60.0 * max(minutes.values(), default=0.0),
+                        "stopped_by": "train.py (no train.json: minutes from metrics.jsonl)",
+                        "returncode": None,
+                        "checkpoint_seen_s": {str(k): 60.0 * v for k, v in minutes.items()}},
+            "machine": {"note": "unknown: trained by train.py, not bench learn"},
+            "load": None, "minutes": max(minutes.values(), default=0.0),
+            "config": str(args.config), "overrides": [], "bench_overrides": []}
 
 
 def pick_points(steps: list[int], minutes: dict[int, float], max_points: int) -> list[int]:
@@ -377,10 +392,13 @@ def run(args: argparse.Namespace) -> dict:
     overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}", *user]
     log = lambda text: print(text, flush=True)
     if args.stage == "evaluate":
-        if args.workdir is None or not (workdir / "train.json").is_file():
+        if args.workdir is None or not ((workdir / "train.json").is_file()
+                                        or (workdir / "metrics.jsonl").is_file()):
             raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
-                             f"bench learn run (with train.json); {workdir} has none")
-        saved = json.loads((workdir / "train.json").read_text())
+                             f"bench learn or train.py run; {workdir} has neither "
+                             "train.json nor metrics.jsonl")
+        saved = (json.loads((workdir / "train.json").read_text())
+                 if (workdir / "train.json").is_file() else from_train_run(workdir, args))
         trained, m0, load_after_training = saved["trained"], saved["machine"], saved["load"]
         user, overrides = saved["overrides"], saved["bench_overrides"] + saved["overrides"]
         args.minutes = saved.get("minutes", args.minutes)
