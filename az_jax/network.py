@@ -39,6 +39,11 @@ def mask_logits(logits: jax.Array, legal_mask: jax.Array | None) -> jax.Array:
     return jnp.where(legal_mask, logits, jnp.finfo(logits.dtype).min)
 
 
+def _pool(x: jax.Array) -> jax.Array:
+    """[B, H, W, C] -> [B, 2C]: the mean and the max over the board (global pooling)."""
+    return jnp.concatenate([x.mean(axis=(1, 2)), x.max(axis=(1, 2))], axis=-1)
+
+
 def conv_even_channels(lhs, rhs, *args, **kwargs):
     """`lax.conv_general_dilated` with an odd input-channel count (> 1) zero-padded to even.
 
@@ -110,8 +115,7 @@ class ResNet(nn.Module):
         for _ in range(self.num_blocks):
             y = nn.relu(self._norm(train)(conv(self.channels, 3)(x)))
             if self.global_pool:  # [B, H, W, C] -> [B, 2C] -> a bias [B, 1, 1, C]
-                g = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
-                y = y + nn.Dense(self.channels, dtype=self.dtype)(g)[:, None, None, :]
+                y = y + nn.Dense(self.channels, dtype=self.dtype)(_pool(y))[:, None, None, :]
             y = self._norm(train)(conv(self.channels, 3)(y))
             x = nn.relu(x + y)
 
@@ -119,7 +123,7 @@ class ResNet(nn.Module):
         if self.head == "conv":  # one logit per point: [B, H, W, 1] -> [B, H * W]
             logits = nn.Conv(1, (1, 1), dtype=self.dtype)(p).reshape(p.shape[0], -1)
             v = nn.relu(self._norm(train)(conv(self.channels, 1)(x)))
-            v = jnp.concatenate([v.mean(axis=(1, 2)), v.max(axis=(1, 2))], axis=-1)
+            v = _pool(v)
         else:
             logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(p.shape[0], -1))
             v = nn.relu(self._norm(train)(conv(self.value_channels, 1)(x)))

@@ -168,12 +168,13 @@ def from_train_run(workdir: Path, args) -> dict:
     minutes are its iterations' times from metrics.jsonl, so the wall-clock axis is the
     training minutes too (the run's evaluations and restarts are not in it)."""
     minutes = train_minutes(_rows(workdir))
-    return {"trained": {"seconds": 60.0 * max(minutes.values(), default=0.0),
+    total = max(minutes.values(), default=0.0)
+    return {"trained": {"seconds": 60.0 * total,
                         "stopped_by": "train.py (no train.json: minutes from metrics.jsonl)",
                         "returncode": None,
                         "checkpoint_seen_s": {str(k): 60.0 * v for k, v in minutes.items()}},
             "machine": {"note": "unknown: trained by train.py, not bench learn"},
-            "load": None, "minutes": max(minutes.values(), default=0.0),
+            "load": None, "minutes": total,
             "config": str(args.config), "overrides": [], "bench_overrides": []}
 
 
