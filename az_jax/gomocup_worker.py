@@ -136,6 +136,8 @@ class RemoteAgent:
     def _call(self, method: str, *args, timed: bool = False):
         if self._closed:
             raise WorkerError("the search process ended")
+        if timed and self.deadline is not None and time.perf_counter() >= self.deadline:
+            raise TimeoutError(f"{method} passed the move's deadline")  # not even sent
         call_id, future = next(self._ids), Future()
         self._pending[call_id] = future
         try:

@@ -396,12 +396,19 @@ def test_remote_agent_searches_as_the_agent_and_gives_up_at_deadlines(conv, cach
         got = remote.think(moves, 16)
         assert (got.action, got.simulations) == (want.action, 16)
         assert got.value == pytest.approx(want.value, abs=1e-5)
-        # Past its deadline: given up at once, then the next call gets its own reply.
+        # Past its deadline: given up at once, and not sent.
         remote.deadline = time.perf_counter() - 1.0
         t0 = time.perf_counter()
         with pytest.raises(TimeoutError):
             remote._run(moves, 16, True, there)
         assert time.perf_counter() - t0 < 0.05
+        # A deadline passed while the child works (it compiles a new simulation count,
+        # seconds): given up at the deadline; the late reply does not answer the next call.
+        remote.deadline = time.perf_counter() + 0.05
+        t0 = time.perf_counter()
+        with pytest.raises(TimeoutError):
+            remote._run(moves, 23, True, there)
+        assert time.perf_counter() - t0 < 0.5
         remote.deadline = None
         action, _, visits, _, _ = remote._run((40,), 16, True, None)
         assert sum(visits) == 16 and action != 40  # a search of the other position
