@@ -12,6 +12,11 @@ With `threats=True` (`envs.make("connect4", threats=True)`) three more planes, b
   5: the playable cells (where each column's next stone lands).
 These are the facts Connect Four strategy is built on (threats and the rows they stand on,
 Allis 1988); a small network otherwise spends its first layers finding them.
+With `parity=True` one more plane, the last: the odd rows counted from the bottom (1st,
+3rd, 5th). In a filled-up endgame (zugzwang) a threat of the first player counts on an odd
+row and one of the second player on an even row (Allis's rules); with plane 2 and the
+threat planes a 1x1 convolution can tell a good threat from a useless one, where otherwise
+the network must count rows from the board's edge.
 
 Win detection looks only at the four lines through the stone just dropped (the helpers in
 core.py are shared with gomoku.py: Connect Four is four-in-a-row with gravity).
@@ -31,6 +36,9 @@ ROWS, COLS = 6, 7
 _EMPTY = -1
 # Cells on the 4 lines through each cell, up to 3 away: int32/bool[42, 4, 2, 3].
 _LINE_CELLS, _LINE_ON_BOARD = core.line_cells(ROWS, COLS, reach=3)
+# bool[6, 7, 1]: the 1st, 3rd and 5th rows from the bottom (rows 5, 3, 1 from the top).
+_ODD_ROWS = np.broadcast_to(((ROWS - 1 - np.arange(ROWS)) % 2 == 0)[:, None, None],
+                            (ROWS, COLS, 1))
 
 
 class Game(NamedTuple):
@@ -51,8 +59,9 @@ class Connect4(core.Env):
     id = "connect4"
     version = "v1"
     num_actions = COLS
-    observation_shape = (ROWS, COLS, 3)  # (ROWS, COLS, 6) with threats=True
-    observation_params = ("threats",)  # the planes change what a network sees, not the game
+    observation_shape = (ROWS, COLS, 3)  # 3 more planes with threats=True, 1 with parity=True
+    # The planes change what a network sees, not the game.
+    observation_params = ("threats", "parity")
     observation_dtype = jnp.bool_
     deterministic = True
     max_game_length = ROWS * COLS  # the board fills up
@@ -60,24 +69,26 @@ class Connect4(core.Env):
     move_help = "a column number 1-7"
     legend = "the last stone is in parentheses"
 
-    def __init__(self, threats: bool = False):
+    def __init__(self, threats: bool = False, parity: bool = False):
         """Builds the env.
 
         Args:
           threats: add the threat and playable-cell planes to the observation (see the
             module docstring).
+          parity: add the odd-row plane to the observation (the same).
         Raises:
-          ValueError: threats is not a bool.
+          ValueError: threats or parity is not a bool.
         """
-        if not isinstance(threats, bool | np.bool_):
-            raise ValueError(f"threats must be True or False, got {threats!r}")
-        self.threats = bool(threats)
-        self.observation_shape = (ROWS, COLS, 6 if self.threats else 3)
+        for name, flag in (("threats", threats), ("parity", parity)):
+            if not isinstance(flag, bool | np.bool_):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
+        self.threats, self.parity = bool(threats), bool(parity)
+        self.observation_shape = (ROWS, COLS, 3 + 3 * self.threats + self.parity)
 
     @property
     def params(self):
-        # (Defaults left out: the env of every checkpoint saved before the flag existed.)
-        return {"threats": True} if self.threats else {}
+        # (Defaults left out: the env of every checkpoint saved before the flags existed.)
+        return {k: True for k in ("threats", "parity") if getattr(self, k)}
 
     def _init(self, key):
         del key
@@ -129,12 +140,14 @@ class Connect4(core.Env):
             | (me == 0).astype(jnp.int32) << 2
         )
         planes = ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.bool_)
-        if not self.threats:
-            return planes
-        below = jnp.concatenate([board[1:] != _EMPTY, jnp.ones((1, COLS), jnp.bool_)])
-        extra = jnp.stack([_fours(board, me), _fours(board, 1 - me),
-                           (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
-        return jnp.concatenate([planes, extra], axis=-1)
+        if self.threats:
+            below = jnp.concatenate([board[1:] != _EMPTY, jnp.ones((1, COLS), jnp.bool_)])
+            extra = jnp.stack([_fours(board, me), _fours(board, 1 - me),
+                               (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
+            planes = jnp.concatenate([planes, extra], axis=-1)
+        if self.parity:
+            planes = jnp.concatenate([planes, jnp.asarray(_ODD_ROWS)], axis=-1)
+        return planes
 
     def symmetries(self, obs, policy):
         """Identity and the left-right mirror.

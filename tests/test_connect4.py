@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -256,6 +257,30 @@ def test_threats_api():
 def test_threats_flag_checked():
     with pytest.raises(ValueError, match="threats must be True or False"):
         envs.make("connect4", threats="yes")
+    with pytest.raises(ValueError, match="parity must be True or False"):
+        envs.make("connect4", parity=1)
+
+
+# ------------------------------------------------------- parity=True: the odd-row plane
+def test_parity_plane_marks_the_odd_rows_from_the_bottom():
+    """Allis's rows: the bottom row is the 1st (odd), the top the 6th (even). The plane is
+    the last one, after the threat planes when both are on, the same in every position and
+    under the mirror; the other planes are those of the env without it."""
+    odd = np.array([r % 2 == 1 for r in range(6)])  # rows from the top: 5 (bottom), 3, 1
+    both = envs.make("connect4", threats=True, parity=True)
+    alone = envs.make("connect4", parity=True)
+    assert both.params == {"threats": True, "parity": True} and alone.params == {"parity": True}
+    assert (both.observation_shape, alone.observation_shape) == ((6, 7, 7), (6, 7, 4))
+    for env, base in ((both, THREATS), (alone, ENV)):
+        s, b = env.init(jax.random.PRNGKey(0)), base.init(jax.random.PRNGKey(0))
+        for a in [3, 3, 4, 0, 6, 6, 6]:
+            s, b = env.step(s, a), base.step(b, a)
+            obs = np.asarray(s.observation)
+            np.testing.assert_array_equal(obs[..., :-1], np.asarray(b.observation))
+            np.testing.assert_array_equal(obs[..., -1], np.broadcast_to(odd[:, None], (6, 7)))
+        mirrored, _ = env.symmetries(s.observation, jnp.ones(7) / 7)
+        np.testing.assert_array_equal(np.asarray(mirrored)[1, ..., -1], obs[..., -1])
+    api_test(both, num_games=4, max_plies=30)
 
 
 def test_a_threats_run_restores_with_its_planes(tmp_path):
@@ -269,7 +294,7 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     from tests.tiny import tiny_training
 
     c = tiny_training(connect4.get_config())
-    c.env.kwargs.threats = True
+    c.env.kwargs.threats, c.env.kwargs.parity = True, False
     trainer.train_and_evaluate(c, str(tmp_path))
     player = agent.Agent.load(workdir=str(tmp_path), num_simulations=2)
     assert player.env.params == {"threats": True}
