@@ -14,10 +14,11 @@ def get_config():
     # third fewer mistakes at equal wall clock, both seeds (README, Benchmarks, "A fifth
     # round"); about 5% slower an iteration.
     c.env.kwargs.threats = True
-    # The odd-row plane (envs/connect4.py; Allis's rows for zugzwang threats): on the CPU
-    # fewer mistakes at equal wall clock with three seeds, beginning-hard above all, at no
-    # cost an iteration; level head to head (README, Benchmarks, "A tenth round"). Off on
-    # accelerators: not measured there, and the shipped `connect4` was trained without it.
+    # The odd-row plane (envs/connect4.py; Allis's rows for zugzwang threats): on the CPU a
+    # small gain at equal wall clock with 64 simulations (-0.3 points over five paired runs,
+    # beginning-hard -2.1, lower in all five), at no cost an iteration; level head to head
+    # (README, Benchmarks, "A tenth round"). Off on accelerators: not measured there, and
+    # the shipped `connect4` was trained without it.
     c.env.kwargs.parity = default.on_cpu()
     if default.on_cpu():  # CPU-sized variant
         default.size(c, channels=32, num_blocks=3, num_simulations=16, games=128, plies=16,
