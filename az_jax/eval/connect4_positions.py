@@ -181,11 +181,12 @@ def write_positions(path, positions: Iterable[Position], header: str = "") -> No
 
 
 # =========================================================================== labels
-def _bitbully():
+def _bitbully(what: str = "this"):
+    """The PyPI `bitbully` package; ImportError saying that `what` needs it."""
     try:
         import bitbully
     except ImportError as e:
-        raise ImportError(f"this {_BITBULLY_HINT}") from e
+        raise ImportError(f"{what} {_BITBULLY_HINT}") from e
     return bitbully
 
 

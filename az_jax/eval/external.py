@@ -96,7 +96,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from az_jax import parallel
-from az_jax.eval import match, players
+from az_jax.eval import connect4_positions, match, players
 
 
 # =========================================================================== protocol
@@ -341,12 +341,7 @@ def gomokubench(env, level: str) -> Engine:
 # =========================================================================== bitbully
 def _import_bitbully(what: str):
     """The PyPI `bitbully` package (an AGPL Connect4 solver; optional, never required)."""
-    try:
-        import bitbully
-    except ImportError as e:
-        raise ImportError(f"opponent {what!r} needs the optional Connect4 solver bitbully "
-                          f"(AGPL; pip install bitbully): {e}") from None
-    return bitbully
+    return connect4_positions._bitbully(f"opponent {what!r}")
 
 
 def bitbully_engine(env, depth: int | None) -> Engine:
@@ -364,7 +359,8 @@ def bitbully_engine(env, depth: int | None) -> Engine:
     """
     name = f"bitbully:{depth or 'perfect'}"
     bitbully = _import_bitbully(name)
-    solver = bitbully.BitBully() if depth is None else bitbully.BitBully(None)
+    # perfect: the one book-loaded solver the solver sets use (loading the book is slow)
+    solver = connect4_positions._solver() if depth is None else bitbully.BitBully(None)
     max_depth = -1 if depth is None else depth
 
     class Game:
