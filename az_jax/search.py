@@ -24,9 +24,10 @@ is played with a vmapped `env.step`, and what is decided one move ahead is known
   "threats":       also (games with `winning_moves`), the first moves of the fastest forced
                    win by continuous threats within `threat_depth` moves, if any; else the
                    moves after which the opponent has a forced win in two are masked,
-                   among the network's favourites and the opponent's key points; a four
-                   that only delays his win (it is still there after his forced block)
-                   does not count as a defence (`tactical_mask`, `_forced_win_moves`,
+                   among the network's favourites and the opponent's key points; in
+                   games without zugzwang (`env.zugzwang_free`: Gomoku), a four that only
+                   delays his win (it is still there after his forced block) does not
+                   count as a defence (`tactical_mask`, `_forced_win_moves`,
                    `_wins_in_two_despite`).
 
 Inside the tree (`config.node_tactics`, on by default, in the searches whose root has
@@ -175,18 +176,22 @@ def _wins_in_two_despite(env, child, me):
     """bool[A]: the opponent's (to move in `child`, after a move of `me`) first moves of a
     forced win within two of his moves.
 
-    If `me`'s move made a four (one winning point: his only reply that does not lose is to
-    block it, as `safe` leaves him no win at once), it only delays: the position examined
-    is the one after his block and a null move of `me` (the same stones, his move again;
-    the rules read the mover from `current_player`, as `winning_moves`' check in
-    `envs.testing` does). His threat must be gone there, not merely postponed; a block that
-    makes him a winning point counts against the four too.
+    In a game without zugzwang (`env.zugzwang_free`), if `me`'s move made a four (one
+    winning point: his only reply that does not lose is to block it, as `safe` leaves him
+    no win at once), it only delays: the position examined is the one after his block and
+    a null move of `me` (the same stones, his move again; the rules read the mover from
+    `current_player`, as `winning_moves`' check in `envs.testing` does). His threat must be
+    gone there, not merely postponed; a block that makes him a winning point counts
+    against the four too. This is a judgement, not a proof: `me` moves after the block.
+    Where a stone can hurt its owner (Connect4: his block opens the cell above it to both
+    sides), the four is checked as any other move: a True is then a proof that the move
+    loses (bitbully agrees on the shipped solver sets, tests/test_threats.py).
     """
     opponent = 1 - me
     ours = env.winning_moves(child, me)  # bool[A]
     blocked = env.step(child, jnp.argmax(ours))
     passed = blocked.replace(current_player=jnp.asarray(opponent, blocked.current_player.dtype))
-    delay = (ours.sum() == 1) & ~blocked.done
+    delay = (ours.sum() == 1) & ~blocked.done & env.zugzwang_free
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
     wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
     his_fives = env.winning_moves(passed, opponent)  # his block made him a four

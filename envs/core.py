@@ -107,6 +107,14 @@ class Env(abc.ABC):
     # player win at once" for either player); the search's "threats" tactics need it.
     has_winning_moves: bool = False
 
+    # True when a stone never hurts its owner and every empty point stays playable (no
+    # gravity, no zugzwang: Gomoku, tic-tac-toe), so that a move can be judged against
+    # passing. The "threats" tactics then take a four that only delays for no defence
+    # (az_jax/search.py, `_wins_in_two_despite`: the position after his block and a null
+    # move). Elsewhere (Connect4, where dropping a stone opens the cell above it to both
+    # sides) they prune only moves proven lost.
+    zugzwang_free: bool = False
+
     # Parameters that change only what the network sees, not the rules (Connect4's
     # `threats` planes): two envs that differ only in these play the same games, so a
     # network of either plays the other's states after `observe` (checkpoint.play_env_for).

@@ -72,6 +72,7 @@ class Gomoku(core.Env):
         self._line_cells, self._line_on_board = core.line_cells(self.size, self.size, _REACH)
 
     has_winning_moves = True
+    zugzwang_free = True
 
     def winning_moves(self, state, player):
         """bool[N * N]: the empty points where `player`'s stone makes five now (see the rule).

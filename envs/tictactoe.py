@@ -45,6 +45,7 @@ class TicTacToe(core.Env):
         return core.make_state(game, 0, jnp.ones(9, jnp.bool_))
 
     has_winning_moves = True
+    zugzwang_free = True
 
     def winning_moves(self, state, player):
         """bool[9]: the empty cells where `player`'s mark completes a line."""

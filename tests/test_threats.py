@@ -145,6 +145,31 @@ def test_connect4_forced_wins_are_wins_for_bitbully():
     assert playing >= 20, playing  # the sets hold forced wins to check
 
 
+@pytest.mark.parametrize("tactics", ["win_and_block", "threats"])
+def test_connect4_root_tactics_never_prune_a_best_move(tactics):
+    """On the shipped solver sets (bitbully's scores), the evaluation's root mask keeps a
+    move of the best outcome, and it prunes one only where it keeps nothing else: what
+    it takes away is proven (Connect4 has zugzwang: until stop 34 a four was judged
+    against a null move and the only winning move was pruned in 16 of 1783 positions)."""
+    from az_jax.eval import connect4_positions as c4
+
+    env = envs.make("connect4")
+    assert not env.zugzwang_free
+    positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
+                 for p in c4.read_positions(f)]
+    states = _states(env, [p.actions for p in positions])
+    masks = np.asarray(jax.jit(jax.vmap(
+        lambda s: search.tactical_mask(env, s, tactics)))(states))
+    pruned_any = 0
+    for p, mask in zip(positions, masks, strict=True):
+        outcomes = p.outcomes()  # +1 / 0 / -1 for the mover, -2 a full column
+        best = outcomes == outcomes.max()
+        assert (mask & best).any(), (p.to_line(), mask)
+        assert not (best & ~mask).any() or not (mask & ~best).any(), (p.to_line(), mask)
+        pruned_any += int((~mask & (outcomes > -2)).any())
+    assert pruned_any >= 100, pruned_any  # the mask does prune here: the check is not idle
+
+
 # ---------------------------------------------------------- one simulation, a blind prior
 def _blind_search(env, prefer, hide, policy):
     logits = jnp.zeros(env.num_actions).at[prefer].set(30.0).at[jnp.asarray(hide)].set(-30.0)
