@@ -170,6 +170,32 @@ def test_connect4_root_tactics_never_prune_a_best_move(tactics):
     assert pruned_any >= 100, pruned_any  # the mask does prune here: the check is not idle
 
 
+def test_connect4_node_tactics_agree_with_bitbully():
+    """Every node's tactics (a win at once: value +1; one winning point of the opponent:
+    only the block keeps prior) on the shipped solver sets: the value is bitbully's, and
+    the moves kept hold a best one."""
+    from az_jax.eval import connect4_positions as c4
+
+    env = envs.make("connect4")
+    positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
+                 for p in c4.read_positions(f)]
+    states = _states(env, [p.actions for p in positions])
+    n = len(positions)
+    logits, values = jax.jit(jax.vmap(lambda s, lg, v: search.node_tactics(env, s, lg, v)))(
+        states, jnp.zeros((n, env.num_actions)), jnp.full((n,), 0.25))
+    decided = restricted = 0
+    for p, lg, v in zip(positions, np.asarray(logits), np.asarray(values), strict=True):
+        outcomes = p.outcomes()
+        if v != 0.25:  # the tactics decided the node's value
+            decided += 1
+            assert np.sign(v) == outcomes.max(), (p.to_line(), v)
+        kept = lg > lg.max() - 1e3
+        if kept.sum() < (outcomes > -2).sum():
+            restricted += 1
+            assert (kept & (outcomes == outcomes.max())).any(), (p.to_line(), lg)
+    assert decided >= 100 and restricted >= 100, (decided, restricted)
+
+
 # ---------------------------------------------------------- one simulation, a blind prior
 def _blind_search(env, prefer, hide, policy):
     logits = jnp.zeros(env.num_actions).at[prefer].set(30.0).at[jnp.asarray(hide)].set(-30.0)
