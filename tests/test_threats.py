@@ -8,6 +8,7 @@ whatever its prior, plays it or the defence.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jax
@@ -126,15 +127,21 @@ def test_tactics_suite_positions_are_decided_by_the_mask():
     assert defended >= 18, defended
 
 
-def test_connect4_forced_wins_are_wins_for_bitbully():
-    """Connect4 (no Gomoku code involved): on the shipped solver sets, labelled by
-    bitbully, every forced win the threat search finds is a winning move."""
+@functools.cache
+def _connect4_solver_sets():
+    """(env, the shipped Connect4 solver sets' positions, their batched states)."""
     from az_jax.eval import connect4_positions as c4
 
     env = envs.make("connect4")
     positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
                  for p in c4.read_positions(f)]
-    states = _states(env, [p.actions for p in positions])
+    return env, positions, _states(env, [p.actions for p in positions])
+
+
+def test_connect4_forced_wins_are_wins_for_bitbully():
+    """Connect4 (no Gomoku code involved): on the shipped solver sets, labelled by
+    bitbully, every forced win the threat search finds is a winning move."""
+    env, positions, states = _connect4_solver_sets()
     found = np.asarray(jax.jit(jax.vmap(lambda s: search.forced_wins(env, s, 3)))(states))
     playing = 0
     for p, ours in zip(positions, found, strict=True):
@@ -150,14 +157,9 @@ def test_connect4_root_tactics_never_prune_a_best_move(tactics):
     """On the shipped solver sets (bitbully's scores), the evaluation's root mask keeps a
     move of the best outcome, and it prunes one only where it keeps nothing else: what
     it takes away is proven (Connect4 has zugzwang: until stop 34 a four was judged
-    against a null move and the only winning move was pruned in 16 of 1783 positions)."""
-    from az_jax.eval import connect4_positions as c4
-
-    env = envs.make("connect4")
+    against a null move, and every best move was pruned in 16 of the 1783 positions)."""
+    env, positions, states = _connect4_solver_sets()
     assert not env.zugzwang_free
-    positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
-                 for p in c4.read_positions(f)]
-    states = _states(env, [p.actions for p in positions])
     masks = np.asarray(jax.jit(jax.vmap(
         lambda s: search.tactical_mask(env, s, tactics)))(states))
     pruned_any = 0
@@ -174,12 +176,7 @@ def test_connect4_node_tactics_agree_with_bitbully():
     """Every node's tactics (a win at once: value +1; one winning point of the opponent:
     only the block keeps prior) on the shipped solver sets: the value is bitbully's, and
     the moves kept hold a best one."""
-    from az_jax.eval import connect4_positions as c4
-
-    env = envs.make("connect4")
-    positions = [p for f in sorted((DATA / "connect4").glob("*.txt"))
-                 for p in c4.read_positions(f)]
-    states = _states(env, [p.actions for p in positions])
+    env, positions, states = _connect4_solver_sets()
     n = len(positions)
     logits, values = jax.jit(jax.vmap(lambda s, lg, v: search.node_tactics(env, s, lg, v)))(
         states, jnp.zeros((n, env.num_actions)), jnp.full((n,), 0.25))
