@@ -187,11 +187,13 @@ def _wins_in_two_despite(env, child, me):
     sides), the four is checked as any other move: a True is then a proof that the move
     loses (bitbully agrees on the shipped solver sets, tests/test_threats.py).
     """
+    if not env.zugzwang_free:  # a static property: no block or null move is traced
+        return _forced_win_moves(env, child, _step_all(env, child), 2, _INNER_WIDTH)[0]
     opponent = 1 - me
     ours = env.winning_moves(child, me)  # bool[A]
     blocked = env.step(child, jnp.argmax(ours))
     passed = blocked.replace(current_player=jnp.asarray(opponent, blocked.current_player.dtype))
-    delay = (ours.sum() == 1) & ~blocked.done & env.zugzwang_free
+    delay = (ours.sum() == 1) & ~blocked.done
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
     wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
     his_fives = env.winning_moves(passed, opponent)  # his block made him a four
