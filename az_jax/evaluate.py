@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what one move ahead decides, at every node of the evaluation "
                         "search's tree (default: the run's search.node_tactics, else on; "
                         "README 'Tactical safety')")
+    p.add_argument("--threat-depth", type=int, default=None, metavar="D",
+                   help="\"threats\": the longest forced win by continuous threats looked for, "
+                        "in the mover's moves (default: the run's search.threat_depth, else 3; "
+                        "each more costs ~3x; README 'Tactical safety')")
     p.add_argument("--brain", default=None, metavar="TIME",
                    help="Gomoku: the network under test plays through its own Gomocup "
                         "brain (python -m az_jax.gomocup, a subprocess) at TIME a move "
@@ -170,6 +174,9 @@ def run(args) -> None:
         raise ValueError(f"--games={args.games}: play at least 2 games")
     if args.opening_plies is not None and args.opening_plies < 0:
         raise ValueError(f"--opening-plies={args.opening_plies} must be >= 0")
+    if args.threat_depth is not None and args.threat_depth < 2:
+        raise ValueError(f"--threat-depth={args.threat_depth} must be >= 2 (a forced win "
+                         "of two moves: a threat and the win)")
     if args.batch_size < 2:
         raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
     brain_ms = None
@@ -177,9 +184,10 @@ def run(args) -> None:
         brain_ms = external.duration_ms(args.brain, "--brain")
         if brain_ms < 1:
             raise ValueError(f"--brain={args.brain}: the time per move must be > 0")
-        if args.search_tactics is not None or args.node_tactics is not None:
+        if (args.search_tactics is not None or args.node_tactics is not None
+                or args.threat_depth is not None):
             raise ValueError("--brain plays with the brain's own search settings: leave out "
-                             "--search-tactics and --node-tactics")
+                             "--search-tactics, --node-tactics and --threat-depth")
         args.no_elo = True
     from az_jax.eval import solver_bench
 
@@ -204,6 +212,8 @@ def run(args) -> None:
             config.search.eval_tactics = args.search_tactics
         if args.node_tactics is not None:
             config.search.node_tactics = args.node_tactics == "on"
+        if args.threat_depth is not None:
+            config.search.threat_depth = args.threat_depth
     if sets and env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")

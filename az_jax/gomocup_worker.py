@@ -234,9 +234,18 @@ def configure_jax() -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+# The brain's threat search looks for forced wins of at most this many moves, whatever the
+# model's `search.threat_depth` (4 by default since stop 35): one more level adds ~45 MB
+# to the brain's peak (401 -> 446 MB on 9x9 with no INFO max_memory), too close to
+# gomocup.THREATS_MEMORY_MB under load, and costs ~3x a root, time the clock gives the
+# deep search instead (README, Gomocup brain).
+THREAT_DEPTH = 3
+
+
 def load_agent(model, size: int, rule: str, seed: int = 0):
     """An Agent for `model` (a `gomocup.Model`: its `weights`, else its `workdir` and
-    `step`) on a size x size board under `rule` (imports JAX)."""
+    `step`) on a size x size board under `rule` (imports JAX), its threat search capped
+    at THREAT_DEPTH."""
     configure_jax()
     import envs
     from az_jax import agent as agent_lib
@@ -248,6 +257,9 @@ def load_agent(model, size: int, rule: str, seed: int = 0):
         restored = ckpt.load_weights(model.weights, play_env=env)
     else:
         restored = ckpt.restore(model.workdir, step=model.step, play_env=env)
+    search = restored.config.search
+    with search.unlocked():
+        search.threat_depth = min(int(search.get("threat_depth", THREAT_DEPTH)), THREAT_DEPTH)
     return agent_lib.Agent(restored, seed=seed)
 
 

@@ -67,8 +67,8 @@ DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
 # one move ahead decides there (`node_tactics`).
 DEFAULT_NODE_TACTICS = True
 # "threats": the longest forced win looked for (the mover's moves, the winning one
-# included: 3 finds a VCF of three fours) and the forcing moves tried per turn.
-DEFAULT_THREAT_DEPTH = 3
+# included: 4 finds a VCF of four fours) and the forcing moves tried per turn.
+DEFAULT_THREAT_DEPTH = 4
 DEFAULT_THREAT_WIDTH = 16
 # "threats": forcing moves tried at the attacker's later turns (there a win in two needs a
 # double threat, which the ordering by threat count puts first), and the root moves whose

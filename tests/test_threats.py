@@ -79,22 +79,54 @@ def test_forced_wins_match_the_vcf_solver(rule):
             continue  # the mover wins at once, is lost, or the game was already won
         positions.append(moves)
     states = _states(env, positions)
+    depths = (2, 3, 4)
     found = {d: np.asarray(jax.jit(jax.vmap(lambda s, d=d: search.forced_wins(env, s, d)))(
-        states)) for d in (2, 3)}
-    total = {2: 0, 3: 0}
-    hits = {2: 0, 3: 0}
+        states)) for d in depths}
+    total = dict.fromkeys(depths, 0)
+    hits = dict.fromkeys(depths, 0)
     for i, moves in enumerate(positions):
         board, player = gt.board_from_moves(moves, 9)
-        for d in (2, 3):
+        for d in depths:
             ref = gt.vcf_moves(board, player, d, rule).reshape(-1)
             ours = found[d][i]
             extra = np.flatnonzero(ours & ~ref)
             assert extra.size == 0, (rule, d, moves, [env.action_to_str(a) for a in extra])
             total[d] += int(ref.any())
             hits[d] += int((ours & ref).any())
-    assert total[2] >= 20 and total[3] > total[2], total  # the sample holds both kinds
-    for d in (2, 3):
+    assert total[2] >= 20 and total[4] > total[3] > total[2], total  # it holds every kind
+    for d in depths:
         assert hits[d] >= 0.95 * total[d], (d, hits, total)
+
+
+def test_a_vcf_of_four_fours_is_played_even_against_an_open_three():
+    """Gomoku 9x9, positions where the mover has a VCF of exactly four fours (none shorter):
+    with `threat_depth` 4 the mask keeps the first moves of the mover's VCF and nothing
+    else (the numpy solver's `vcf_moves` as reference), also where the opponent has an
+    open three. There, at depth 3, the defence check judges each of those fours a mere
+    delay of the open three and may prune them all: the sample must hold such a case."""
+    env = envs.make("gomoku", size=9)
+    positions, answers, open_three = [], [], []
+    for moves in _clustered_games(9, games=120, plies=60, seed=5):
+        for i in range(6, len(moves) + 1):
+            board, player = gt.board_from_moves(moves[:i], 9)
+            if (gt.winning_points(board, player).any()
+                    or gt.winning_points(board, 1 - player).any()
+                    or gt.vcf_moves(board, player, 3).any()):
+                continue
+            vcf = gt.vcf_moves(board, player, 4).reshape(-1)
+            if vcf.any():
+                positions.append(moves[:i])
+                answers.append(vcf)
+                open_three.append(gt.open_three_defences(board, player)[0].any())
+    states = _states(env, positions)
+    masks = {d: np.asarray(jax.jit(jax.vmap(
+        lambda s, d=d: search.tactical_mask(env, s, "threats", depth=d)))(states))
+        for d in (3, 4)}
+    for moves, vcf, mask in zip(positions, answers, masks[4], strict=True):
+        assert mask.any() and not (mask & ~vcf).any(), moves
+    pruned = [not (m & v).any() for m, v in zip(masks[3], answers, strict=True)]
+    assert len(positions) >= 20 and sum(open_three) >= 3, (len(positions), sum(open_three))
+    assert any(p and o for p, o in zip(pruned, open_three, strict=True)), pruned
 
 
 SUITE_TARGETS = ("win_in_one", "block_four", "open_four_win", "vcf3")
