@@ -42,6 +42,10 @@ import numpy as np
 
 RULES = ("freestyle", "standard")
 CATEGORIES = ("win_in_one", "block_four", "open_four_win", "vcf3", "block_open_three")
+# block_open_three: a position whose mover has a VCF of at most this many fours is not one
+# (until stop 35 it was 3, and 12 of the 9x9 suite's 250 and 21 of the 15x15's had one of
+# 4-5 moves: they are dropped from the shipped suites).
+DEFENCE_VCF_MOVES = 5
 EMPTY = -1
 _OFF = 2  # padding value: off the board
 _PAD = 5  # padding on each side: five cells each way tell five from an overline
@@ -264,9 +268,11 @@ def classify(board: np.ndarray, player: int, rule: str = "freestyle") -> Tactic 
       vcf3: `player` has a VCF in exactly three moves (none shorter); answers: the first
         moves of every VCF of at most three moves. A non-four move that wins as fast (a
         double three, say) is not a VCF and is not among the answers.
-      block_open_three: the opponent has open-four moves, `player` has no VCF in three and
-        can stop them all; answers: every move that leaves the opponent no open-four move
-        (not every legal move, else nothing is tested).
+      block_open_three: the opponent has open-four moves, `player` has no VCF in
+        `DEFENCE_VCF_MOVES` and can stop them all; answers: every move that leaves the
+        opponent no open-four move (not every legal move, else nothing is tested). A
+        mover with a longer VCF wins by force whatever the three: the position gets no
+        category (the answers would call his winning fours mistakes).
     """
     _check(board, player, rule)
     empty = board == EMPTY
@@ -287,7 +293,8 @@ def classify(board: np.ndarray, player: int, rule: str = "freestyle") -> Tactic 
     if vcf.any():
         return Tactic("vcf3", vcf)
     opp_threats, defences = open_three_defences(board, player, rule)
-    if opp_threats.any() and defences.any() and defences.sum() < empty.sum():
+    if (opp_threats.any() and defences.any() and defences.sum() < empty.sum()
+            and not vcf_moves(board, player, DEFENCE_VCF_MOVES, rule).any()):
         return Tactic("block_open_three", defences)
     return None
 

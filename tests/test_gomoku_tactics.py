@@ -312,6 +312,21 @@ def test_open_three_defences_leave_no_open_four(size, rule):
             assert opponent_can_open_four(state, int(m)), (moves, int(m))
 
 
+def test_a_longer_vcf_is_not_labelled_a_defence():
+    """A position (once in the shipped 9x9 suite as block_open_three) where the opponent
+    has an open three and the mover a VCF of four fours: its first moves win through the
+    env against every reply, so defending is not the answer and `classify` gives no
+    category."""
+    moves = [32, 22, 62, 79, 19, 6, 47, 25, 77, 16, 10, 48, 14, 80, 26, 8, 7, 42, 40, 31,
+             43, 54, 56, 17, 34, 57, 74, 68, 18, 44, 21, 66, 52, 60]
+    board, player = gt.board_from_moves(moves, 9)
+    assert gt.open_three_defences(board, player)[0].any()
+    assert not gt.vcf_moves(board, player, 3).any()
+    vcf = gt.vcf_moves(board, player, gt.DEFENCE_VCF_MOVES)
+    assert_vcf_wins(moves, 9, "freestyle", vcf, budget=gt.DEFENCE_VCF_MOVES)
+    assert gt.classify(board, player) is None
+
+
 def test_canonical_key_under_the_8_symmetries():
     rng = np.random.default_rng(3)
     board, player = gt.board_from_moves(rng.permutation(81)[:20], 9)
