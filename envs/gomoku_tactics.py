@@ -5,6 +5,7 @@
     open_four_moves(board, player)      # bool[N, N]  points that make >= 2 winning points
     vcf_moves(board, player, 3)         # bool[N, N]  first moves of a VCF in <= 3 moves
     classify(board, player)             # Tactic(category, answers) or None
+    clustered_games(9, games, plies, seed)  # move lists of random games with threats
 
 Definitions (for the side to move, `player`; the opponent is `1 - player`):
 
@@ -73,6 +74,34 @@ def board_from_moves(moves, size: int) -> tuple[np.ndarray, int]:
             raise ValueError(f"move {i + 1}: action {a} is on an occupied point")
         board[r, c] = i % 2
     return board, len(moves) % 2
+
+
+def clustered_games(size: int, games: int, plies: int, seed: int) -> list[list[int]]:
+    """Move lists (actions from the empty board, black first) of random games that play
+    next to the stones, so that threats arise: each move is uniform among the empty points
+    within two of a stone; a game stops at `plies` or, with probability 1/2, once someone
+    has a winning point, and is then cut at a random ply of its second half. Callers
+    leave out the positions they do not want (a win at once, a game already over).
+    Test and benchmark positions (tests/test_threats.py, `bench threats`)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(games):
+        board = np.full((size, size), EMPTY, np.int8)
+        moves = []
+        for ply in range(plies):
+            empty = board == EMPTY
+            near = np.zeros_like(empty)
+            for r, c in zip(*np.nonzero(~empty), strict=True):
+                near[max(0, r - 2):r + 3, max(0, c - 2):c + 3] = True
+            cands = np.flatnonzero(empty & near) if moves else [size * size // 2]
+            a = int(rng.choice(cands))
+            board.flat[a] = ply % 2
+            moves.append(a)
+            if winning_points(board, 0).any() or winning_points(board, 1).any():
+                if rng.random() < 0.5:
+                    break
+        out.append(moves[:int(rng.integers(len(moves) // 2, len(moves) + 1))])
+    return out
 
 
 def _check(board: np.ndarray, player: int, rule: str) -> None:

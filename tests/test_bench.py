@@ -120,3 +120,14 @@ def test_selfplay_and_devices_subprocess(tmp_path):
               "speedup_iteration", "compile_s")
     assert math.isfinite(two["update_phase_s"])  # may be ~0 or below at this size
     assert four["devices"] == 4 and "only 2 device(s)" in four["skipped"]
+
+
+def test_threats(tmp_path):
+    out = _run(tmp_path, "threats", "--size", "7", "--games", "40", "--depths", "2",
+               "--min-fours", "3", "--max-fours", "3", "--repeats", "1")
+    (row,) = out["rows"]
+    assert row["depth"] == 2 and out["positions"]["3"] > 0
+    # a VCF of three fours is beyond depth 2: pruned or not, never more than there are
+    assert 0 <= row["pruned_open_three"]["3"] <= row["pruned"]["3"] <= out["positions"]["3"]
+    assert out["open_three"]["3"] <= out["positions"]["3"]
+    _positive(row, "root_ms", "compile_s")

@@ -38,37 +38,12 @@ def _states(env, move_lists):
     return jax.jit(jax.vmap(one))(jnp.asarray(padded))
 
 
-def _clustered_games(size, games, plies, seed):
-    """Move lists of random games that play next to the stones (so threats arise), each
-    cut at a random ply; positions where the mover can win at once or a game is over are
-    left out by the callers."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(games):
-        board = np.full((size, size), gt.EMPTY, np.int8)
-        moves = []
-        for ply in range(plies):
-            empty = board == gt.EMPTY
-            near = np.zeros_like(empty)
-            for r, c in zip(*np.nonzero(~empty), strict=True):
-                near[max(0, r - 2):r + 3, max(0, c - 2):c + 3] = True
-            cands = np.flatnonzero(empty & near) if moves else [size * size // 2]
-            a = int(rng.choice(cands))
-            board.flat[a] = ply % 2
-            moves.append(a)
-            if gt.winning_points(board, 0).any() or gt.winning_points(board, 1).any():
-                if rng.random() < 0.5:
-                    break
-        out.append(moves[:int(rng.integers(len(moves) // 2, len(moves) + 1))])
-    return out
-
-
 @pytest.mark.parametrize("rule", ["freestyle", "standard"])
 def test_forced_wins_match_the_vcf_solver(rule):
     """Gomoku 9x9: every forced win found is a VCF of the numpy solver (sound), and the
     search finds nearly all of the solver's (it tries only the most threatening moves)."""
     env = envs.make("gomoku", size=9, rule=rule)
-    games = _clustered_games(9, games=160, plies=40, seed=1 if rule == "freestyle" else 2)
+    games = gt.clustered_games(9, games=160, plies=40, seed=1 if rule == "freestyle" else 2)
     positions = []
     for moves in games:
         board, player = gt.board_from_moves(moves, 9)
@@ -106,7 +81,7 @@ def test_a_vcf_of_four_fours_is_played_even_against_an_open_three():
     delay of the open three and may prune them all: the sample must hold such a case."""
     env = envs.make("gomoku", size=9)
     positions, answers, open_three = [], [], []
-    for moves in _clustered_games(9, games=120, plies=60, seed=5):
+    for moves in gt.clustered_games(9, games=120, plies=60, seed=5):
         for i in range(6, len(moves) + 1):
             board, player = gt.board_from_moves(moves[:i], 9)
             if (gt.winning_points(board, player).any()
@@ -249,7 +224,7 @@ def search_config(policy):
 def _first_of(category, size=9, seed=3):
     """The first position of clustered random games that the numpy solver labels
     `category`: (moves, the solver's answers)."""
-    for moves in _clustered_games(size, games=400, plies=50, seed=seed):
+    for moves in gt.clustered_games(size, games=400, plies=50, seed=seed):
         for i in range(len(moves) + 1):
             board, player = gt.board_from_moves(moves[:i], size)
             tactic = gt.classify(board, player)

@@ -21,7 +21,12 @@ Subcommands, one module each in az_jax/bench/:
         az_jax.mctx_backward's (which az_jax's searches use): both times, the ratio,
         whether the trees are identical, and each program's buffers.
 
-  all   (suite.py) All of the above with small defaults, one JSON.
+  threats  (threats.py) Gomoku: the threat search's root mask at several depths on
+        clustered random positions whose mover has a VCF longer than the shallowest:
+        positions where every first move of the VCF is pruned (numpy solver as reference),
+        by the VCF's length, and the time of one root.
+
+  all   (suite.py) env, selfplay, train and pgx with small defaults, one JSON.
 
   learn  (learn.py) Learning per wall-clock minute: trains from scratch with train.py for
         --minutes, then the mistake rate of its checkpoints on the stratified Connect4
@@ -41,6 +46,7 @@ Examples:
   python -m az_jax.bench train --config configs/connect4.py --config.network.channels=32
   python -m az_jax.bench pgx --config configs/connect4.py
   python -m az_jax.bench backward --model gomoku_9x9 --batch 32 --sims 1024
+  python -m az_jax.bench threats --size 15 --games 100 --seed 1 --depths 3,4,5
   python -m az_jax.bench all --devices 1,2 --json bench.json
   python -m az_jax.bench learn --config configs/connect4.py --minutes 10 \\
       --config.train.learning_rate=3e-3
@@ -59,11 +65,11 @@ import os
 import sys
 
 from az_jax import config as config_lib
-from az_jax.bench import backward, env, learn, pgx, selfplay, suite, train
+from az_jax.bench import backward, env, learn, pgx, selfplay, suite, threats, train
 
 # name -> the module that runs it (HELP, DESCRIPTION, add_args, run).
 SUBCOMMANDS = {"env": env, "selfplay": selfplay, "train": train, "pgx": pgx,
-               "backward": backward, "all": suite, "learn": learn}
+               "backward": backward, "threats": threats, "all": suite, "learn": learn}
 
 
 def build_parser() -> argparse.ArgumentParser:
