@@ -326,7 +326,10 @@ def test_evaluate_brain_flag_errors(capsys):
     for argv, why in [(["--brain", "1x"], "cannot read --brain '1x'"),
                       (["--brain", "0ms"], "--brain=0ms: the time per move must be > 0"),
                       (["--brain", "1s", "--search-tactics", "none"],
-                       "--brain plays with the brain's own search settings")]:
+                       "--brain plays with the brain's own search settings"),
+                      (["--brain", "1s", "--threat-depth", "4"],
+                       "--brain plays with the brain's own search settings"),
+                      (["--threat-depth", "1"], "--threat-depth=1 must be >= 2")]:
         assert evaluate.main(["--model", "gomoku_9x9", "--against", "random"] + argv) == 2
         assert why in capsys.readouterr().err
 
