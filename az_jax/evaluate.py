@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "README 'Tactical safety')")
     p.add_argument("--threat-depth", type=int, default=None, metavar="D",
                    help="\"threats\": the longest forced win by continuous threats looked for, "
-                        "in the mover's moves (default: the run's search.threat_depth, else 3; "
+                        "in the mover's moves (default: the run's search.threat_depth, else 4; "
                         "each more costs ~3x; README 'Tactical safety')")
     p.add_argument("--brain", default=None, metavar="TIME",
                    help="Gomoku: the network under test plays through its own Gomocup "

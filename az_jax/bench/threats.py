@@ -77,10 +77,7 @@ def run(args: argparse.Namespace) -> dict:
     moves, vcfs, lengths, threes = _positions(args)
     if not moves:
         raise SystemExit("error: no position with such a VCF: play more --games")
-    padded = np.full((len(moves), max(map(len, moves))), -1, np.int32)
-    for i, m in enumerate(moves):
-        padded[i, :len(m)] = m
-    states = solver_bench._replay(env, jax.numpy.asarray(padded))
+    states = solver_bench.replay(env, moves)
     one = jax.tree.map(lambda x: x[:1], states)
     lengths_arr, threes_arr = np.asarray(lengths), np.asarray(threes)
     span = range(args.min_fours, args.max_fours + 1)

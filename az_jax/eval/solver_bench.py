@@ -149,15 +149,19 @@ def random_mistake_rate(positions: Sequence[Position]) -> float:
 
 def states_from_moves(env, positions: Sequence[Position]):
     """Batched env states of the positions (one jitted replay of padded move lists)."""
-    import jax.numpy as jnp
-
     if env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4, not {env.id}")
-    length = max(1, max(len(p.moves) for p in positions))
-    moves = np.full((len(positions), length), -1, np.int32)
-    for i, p in enumerate(positions):
-        moves[i, :len(p.moves)] = p.actions
-    return _replay(env, jnp.asarray(moves))
+    return replay(env, [p.actions for p in positions])
+
+
+def replay(env, move_lists: Sequence[Sequence[int]]):
+    """Batched env states after each list of env actions from the initial state (one
+    jitted scan over the lists padded with -1, "no move"). Any deterministic game."""
+    length = max(1, max(len(m) for m in move_lists))
+    moves = np.full((len(move_lists), length), -1, np.int32)
+    for i, m in enumerate(move_lists):
+        moves[i, :len(m)] = m
+    return _replay(env, moves)
 
 
 def _replay(env, moves):

@@ -191,15 +191,9 @@ def select(positions: Sequence[Position], limit: int | None) -> list[Position]:
 
 def states_of(env, positions: Sequence[Position]):
     """Batched env states of the positions (one jitted replay of padded move lists)."""
-    import jax.numpy as jnp
-
     from az_jax.eval import solver_bench
 
-    length = max(1, max(len(p.moves) for p in positions))
-    moves = np.full((len(positions), length), -1, np.int32)
-    for i, p in enumerate(positions):
-        moves[i, :len(p.moves)] = p.moves
-    return solver_bench._replay(env, jnp.asarray(moves))  # generic: pads with -1 = no move
+    return solver_bench.replay(env, [p.moves for p in positions])
 
 
 def solve_rates(positions: Sequence[Position], actions) -> dict[str, tuple[int, int]]:
