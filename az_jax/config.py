@@ -144,6 +144,8 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "search.max_num_considered_actions": Int(1),
     "search.eval_sims_per_considered": Int(0, optional=True),
     "search.gumbel_scale": Float(0.0),
+    "search.value_scale": Float(0.0, low_ok=False, optional=True),
+    "search.eval_value_scale": Float(0.0, low_ok=False, optional=True),
     "search.discount": Float(0.0, 1.0, low_ok=False),
     "search.dirichlet_alpha": Float(0.0, low_ok=False),
     "search.dirichlet_fraction": Float(0.0, 1.0),

@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="\"threats\": the longest forced win by continuous threats looked for, "
                         "in the mover's moves (default: the run's search.threat_depth, else 4; "
                         "each more costs ~3x; README 'Tactical safety')")
+    p.add_argument("--value-scale", type=float, default=None, metavar="S",
+                   help="Gumbel: the weight of the evaluation search's values against the "
+                        "network's prior (search.eval_value_scale; default: the run's, else "
+                        "mctx's 0.1; README 'Tactical safety')")
     p.add_argument("--brain", default=None, metavar="TIME",
                    help="Gomoku: the network under test plays through its own Gomocup "
                         "brain (python -m az_jax.gomocup, a subprocess) at TIME a move "
@@ -177,6 +181,8 @@ def run(args) -> None:
     if args.threat_depth is not None and args.threat_depth < 2:
         raise ValueError(f"--threat-depth={args.threat_depth} must be >= 2 (a forced win "
                          "of two moves: a threat and the win)")
+    if args.value_scale is not None and not (0 < args.value_scale < float("inf")):
+        raise ValueError(f"--value-scale={args.value_scale} must be a finite number > 0")
     if args.batch_size < 2:
         raise ValueError(f"--batch-size={args.batch_size} must be >= 2")
     brain_ms = None
@@ -185,9 +191,10 @@ def run(args) -> None:
         if brain_ms < 1:
             raise ValueError(f"--brain={args.brain}: the time per move must be > 0")
         if (args.search_tactics is not None or args.node_tactics is not None
-                or args.threat_depth is not None):
+                or args.threat_depth is not None or args.value_scale is not None):
             raise ValueError("--brain plays with the brain's own search settings: leave out "
-                             "--search-tactics, --node-tactics and --threat-depth")
+                             "--search-tactics, --node-tactics, --threat-depth and "
+                             "--value-scale")
         args.no_elo = True
     from az_jax.eval import solver_bench
 
@@ -214,6 +221,8 @@ def run(args) -> None:
             config.search.node_tactics = args.node_tactics == "on"
         if args.threat_depth is not None:
             config.search.threat_depth = args.threat_depth
+        if args.value_scale is not None:
+            config.search.eval_value_scale = args.value_scale
     if sets and env.id != "connect4":
         raise ValueError(f"the solver benchmark is for connect4; the checkpoint in {workdir} "
                          f"is for {env.id}")

@@ -63,6 +63,11 @@ TACTICS = ("none", "win", "win_and_block", "threats")
 DEFAULT_TACTICS = "none"  # self-play: "win" learned worse in tic-tac-toe (README)
 DEFAULT_EVAL_TACTICS = "threats"  # front ends, arena: tens of ms at a batch of one
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
+# Gumbel: the weight of the search's Q-values against the prior logits, in the improved
+# policy (the self-play target) and the final choice (mctx's `qtransform_completed_by_mix_
+# value`, sigma(q) = (50 + max visits) * value_scale * q, q rescaled to [0, 1]). mctx's
+# 0.1 in self-play; configs saved before the fields existed searched with it everywhere.
+DEFAULT_VALUE_SCALE = 0.1
 # Games with `winning_moves`: every node of a search whose root has tactics also knows what
 # one move ahead decides there (`node_tactics`).
 DEFAULT_NODE_TACTICS = True
@@ -387,6 +392,13 @@ class Search:
                                               DEFAULT_EVAL_SIMS_PER_CONSIDERED)
         if self.sims_per_considered < 0:
             raise ValueError("search.eval_sims_per_considered must be >= 0 (0: no growth)")
+        # Per mode (evaluation or not), as `tactics`.
+        self.value_scale = {
+            False: float(config.get("value_scale", DEFAULT_VALUE_SCALE)),
+            True: float(config.get("eval_value_scale", DEFAULT_VALUE_SCALE))}
+        for evaluation, name in ((False, "value_scale"), (True, "eval_value_scale")):
+            if not self.value_scale[evaluation] > 0:
+                raise ValueError(f"search.{name}={self.value_scale[evaluation]} must be > 0")
         if not env.deterministic:
             self.tactics = {False: "none", True: "none"}
         self.env, self.apply_fn, self.config = env, apply_fn, config
@@ -488,6 +500,8 @@ class Search:
                 invalid_actions=invalid,
                 max_num_considered_actions=self.num_considered(sims, evaluation),
                 gumbel_scale=0.0 if evaluation else config.gumbel_scale,
+                qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
+                                             value_scale=self.value_scale[bool(evaluation)]),
             )
         return mctx.muzero_policy(
             variables, key, root, self._recurrent[bool(evaluation)],

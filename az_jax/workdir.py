@@ -32,6 +32,7 @@ import envs
 MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "checkpoint.every",
               "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
               "search.eval_tactics", "search.eval_sims_per_considered",
+              "search.eval_value_scale",
               "search.threat_depth", "search.threat_width")
 # Fields added since runs were first saved that a run made before them had in one form only
 # (its arrays: Connect4's value head; how it played: no random opening plies): such a run

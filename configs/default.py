@@ -63,6 +63,11 @@ def get_config() -> ml_collections.ConfigDict:
     # gumbel, evaluation only: the considered set grows to num_simulations // this when that
     # exceeds max_num_considered_actions (800 simulations: 50 moves). 0 = no growth.
     c.search.eval_sims_per_considered = 16
+    # gumbel: the weight of the search's values against the network's prior (mctx's
+    # qtransform_completed_by_mix_value): in self-play the improved-policy target and the
+    # move played; in evaluation the move chosen. mctx's default is 0.1.
+    c.search.value_scale = 0.1
+    c.search.eval_value_scale = 0.1
 
     c.selfplay = ml_collections.ConfigDict()
     c.selfplay.batch_size = 256  # games played side by side (divisible by the device count)

@@ -329,7 +329,11 @@ def test_evaluate_brain_flag_errors(capsys):
                        "--brain plays with the brain's own search settings"),
                       (["--brain", "1s", "--threat-depth", "4"],
                        "--brain plays with the brain's own search settings"),
-                      (["--threat-depth", "1"], "--threat-depth=1 must be >= 2")]:
+                      (["--brain", "1s", "--value-scale", "0.3"],
+                       "--brain plays with the brain's own search settings"),
+                      (["--threat-depth", "1"], "--threat-depth=1 must be >= 2"),
+                      (["--value-scale", "0"], "--value-scale=0.0 must be a finite number > 0"),
+                      (["--value-scale", "nan"], "--value-scale=nan must be a finite")]:
         assert evaluate.main(["--model", "gomoku_9x9", "--against", "random"] + argv) == 2
         assert why in capsys.readouterr().err
 

@@ -204,7 +204,8 @@ _CHECKED = ["selfplay.batch_size", "selfplay.num_plies", "selfplay.temperature_p
             "search.policy", "search.num_simulations", "search.max_num_considered_actions",
             "search.gumbel_scale", "search.dirichlet_alpha", "search.dirichlet_fraction",
             "search.pb_c_init", "search.pb_c_base", "search.discount", "search.tactics",
-            "search.eval_tactics", "search.eval_sims_per_considered", "network.channels",
+            "search.eval_tactics", "search.eval_sims_per_considered", "search.value_scale",
+            "search.eval_value_scale", "network.channels",
             "network.num_blocks", *_BOOLS,
             "eval.every", "eval.num_games", "eval.num_simulations", "eval.opening_plies",
             "eval.opponents", "eval.gating_threshold", "eval.max_share", "seed"]

@@ -328,6 +328,32 @@ def test_eval_considered_set_grows_with_the_budget():
     assert s.num_considered(64, evaluation=True) == 9  # max_num_considered_actions=9
 
 
+def test_value_scale_weighs_the_search_values_against_the_prior():
+    """Gumbel's `value_scale` (self-play) and `eval_value_scale` (evaluation) reach mctx's
+    qtransform, each in its own mode: X can win at once in column 0, the prior prefers
+    column 3 by 3 logits and values every position 0, and no tactics say so. A tiny scale
+    trusts the prior, a large one the search's values (the win)."""
+    logits = jnp.zeros(CONNECT4.num_actions).at[3].set(3.0)
+
+    def apply_fn(variables, obs, mask):
+        del variables, mask
+        return jnp.broadcast_to(logits, (obs.shape[0], 7)), jnp.zeros(obs.shape[0])
+
+    state = _play(CONNECT4, C4_WIN)
+    for selfplay_scale, eval_scale in ((0.01, 1.0), (1.0, 0.01)):
+        s = search.Search(CONNECT4, apply_fn, _tactics_config(
+            "gumbel", "none", value_scale=selfplay_scale, eval_value_scale=eval_scale))
+        run = jax.jit(lambda st, k, e, s=s: s(None, st, k, evaluation=e, num_simulations=64),
+                      static_argnums=2)
+        chosen = int(run(state, jax.random.PRNGKey(0), True).action[0])
+        target = float(run(state, jax.random.PRNGKey(0), False).action_weights[0, 0])
+        assert chosen == (0 if eval_scale == 1.0 else 3)
+        assert (target > 0.9) if selfplay_scale == 1.0 else (target < 0.5), target
+    for field in ("value_scale", "eval_value_scale"):
+        with pytest.raises(ValueError, match=f"search.{field}=0.0 must be > 0"):
+            search.make_search(ENV, NET, _tactics_config("gumbel", "none", **{field: 0.0}))
+
+
 def test_bad_tactics_are_rejected():
     for field in ("tactics", "eval_tactics"):
         c = _tactics_config("gumbel", "none")
@@ -344,11 +370,13 @@ def test_configs_saved_before_the_fields_existed_still_load():
 
     c = default.get_config()
     fields = ("tactics", "eval_tactics", "eval_sims_per_considered", "threat_depth",
-              "threat_width", "node_tactics")
+              "threat_width", "node_tactics", "value_scale")
     assert tuple(c.search[f] for f in fields) == (
         search.DEFAULT_TACTICS, search.DEFAULT_EVAL_TACTICS,
         search.DEFAULT_EVAL_SIMS_PER_CONSIDERED, search.DEFAULT_THREAT_DEPTH,
-        search.DEFAULT_THREAT_WIDTH, search.DEFAULT_NODE_TACTICS)  # one default, old and new
+        search.DEFAULT_THREAT_WIDTH, search.DEFAULT_NODE_TACTICS,
+        search.DEFAULT_VALUE_SCALE)  # one default, old and new
+    del c.search.eval_value_scale  # saved before it: mctx's scale, as they searched
     for field in fields:
         del c.search[field]
     config_lib.validate(c, 1)
@@ -358,6 +386,7 @@ def test_configs_saved_before_the_fields_existed_still_load():
     assert (s.threat_depth, s.threat_width) == (search.DEFAULT_THREAT_DEPTH,
                                                 search.DEFAULT_THREAT_WIDTH)
     assert s.node_tactics == {False: False, True: search.DEFAULT_NODE_TACTICS}
+    assert s.value_scale == {False: search.DEFAULT_VALUE_SCALE, True: search.DEFAULT_VALUE_SCALE}
     c.search.tactics = "always"
     with pytest.raises(ValueError, match="search.tactics='always'; accepted"):
         config_lib.validate(c, 1)
