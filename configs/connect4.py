@@ -42,11 +42,6 @@ def get_config():
     # with both seeds (README, Benchmarks, "A fourth round").
     c.network.value_head = "wdl"
     c.selfplay.temperature_plies = 10
-    # The evaluation search trusts its values 3x more than mctx's default against the
-    # network's prior: on the stratified sets with 64 simulations, fewer mistakes in 8 of 9
-    # CPU runs it was not chosen on (middle-hard lower in all 9), level on the shipped GPU
-    # model and head to head (README, Benchmarks, "A twelfth round"). Nothing it learns.
-    c.search.eval_value_scale = 0.3
     # The first 4 plies of every self-play game uniformly random: without them self-play
     # collapses onto a few lines (all draws, or all first-player wins, for hundreds of
     # games), and the network forgets the rest; a quarter fewer mistakes at equal wall
