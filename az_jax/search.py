@@ -65,8 +65,9 @@ DEFAULT_EVAL_TACTICS = "threats"  # front ends, arena: tens of ms at a batch of 
 DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
 # Gumbel: the weight of the search's Q-values against the prior logits, in the improved
 # policy (the self-play target) and the final choice (mctx's `qtransform_completed_by_mix_
-# value`, sigma(q) = (50 + max visits) * value_scale * q, q rescaled to [0, 1]). mctx's
-# 0.1 in self-play; configs saved before the fields existed searched with it everywhere.
+# value`, sigma(q) = (50 + max visits) * value_scale * q, q rescaled to [0, 1]): mctx's
+# 0.1, in both modes (configs saved before the fields existed searched with it). Larger
+# helped Connect4 at 64 simulations and hurt at 400 (README, Benchmarks, "A twelfth round").
 DEFAULT_VALUE_SCALE = 0.1
 # Games with `winning_moves`: every node of a search whose root has tactics also knows what
 # one move ahead decides there (`node_tactics`).
@@ -348,7 +349,8 @@ def make_search(env, net, config) -> Search:
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
         pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount, tactics,
-        eval_tactics, eval_sims_per_considered).
+        eval_tactics, eval_sims_per_considered, value_scale, eval_value_scale; the fields
+        a config predates take their DEFAULT_*).
     """
     return Search(env, lambda v, obs, mask: net.apply(v, obs, mask, train=False), config)
 
