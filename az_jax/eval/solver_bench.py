@@ -25,6 +25,7 @@ writes files with column scores, so that the benchmark runs without bitbully aft
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -158,18 +159,21 @@ def replay(env, move_lists: Sequence[Sequence[int]]):
     """Batched env states after each list of env actions from the initial state (one
     jitted scan over the lists padded with -1, "no move"). Any deterministic game."""
     length = max(1, max(len(m) for m in move_lists))
+    length = -(-length // 8) * 8  # a few padded lengths: one compile serves most calls
     moves = np.full((len(move_lists), length), -1, np.int32)
     for i, m in enumerate(move_lists):
         moves[i, :len(m)] = m
-    return _replay(env, moves)
+    return _replay_fn(env)(moves)
 
 
-def _replay(env, moves):
+@functools.lru_cache(maxsize=8)
+def _replay_fn(env):
+    """The jitted replay for one env object (built once: jit caches by shape from then on)."""
     import jax
     import jax.numpy as jnp
 
     @jax.jit
-    def run(moves):
+    def run(moves):  # (B, T) int32, -1 = no move
         states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), moves.shape[0]))
 
         def body(states, a):
@@ -182,7 +186,7 @@ def _replay(env, moves):
         states, _ = jax.lax.scan(body, states, moves.T)
         return states
 
-    return run(moves)
+    return run
 
 
 def agent_actions(agent, states, key, batch_size: int = 256, progress=None) -> np.ndarray:
