@@ -12,6 +12,10 @@ With `threats=True` (`envs.make("connect4", threats=True)`) three more planes, b
   5: the playable cells (where each column's next stone lands).
 These are the facts Connect Four strategy is built on (threats and the rows they stand on,
 Allis 1988); a small network otherwise spends its first layers finding them.
+With `twos=True` two more planes, after those: the empty cells where a stone of the mover
+(the first) or of the opponent (the second) would make a new threat, i.e. that lie in a
+window of four cells holding two of that player's stones and none of the other's (gravity
+ignored). They are the moves that build the threats the planes above show.
 With `parity=True` one more plane, the last: the odd rows counted from the bottom (1st,
 3rd, 5th). In a filled-up endgame (zugzwang) a threat of the first player counts on an odd
 row and one of the second player on an even row (Allis's rules); with plane 2 and the
@@ -36,6 +40,11 @@ ROWS, COLS = 6, 7
 _EMPTY = -1
 # Cells on the 4 lines through each cell, up to 3 away: int32/bool[42, 4, 2, 3].
 _LINE_CELLS, _LINE_ON_BOARD = core.line_cells(ROWS, COLS, reach=3)
+# The 69 windows of four cells in a line: int32[69, 4] (flat cells, row * 7 + col).
+_WINDOWS = np.array([[(r + i * dr) * COLS + c + i * dc for i in range(4)]
+                     for r in range(ROWS) for c in range(COLS)
+                     for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1))
+                     if 0 <= r + 3 * dr < ROWS and 0 <= c + 3 * dc < COLS], np.int32)
 # bool[6, 7, 1]: the 1st, 3rd and 5th rows from the bottom (rows 5, 3, 1 from the top).
 _ODD_ROWS = np.broadcast_to(((ROWS - 1 - np.arange(ROWS)) % 2 == 0)[:, None, None],
                             (ROWS, COLS, 1))
@@ -55,13 +64,26 @@ def _fours(board: jax.Array, stone: jax.Array) -> jax.Array:
     return (four & (flat == _EMPTY)).reshape(ROWS, COLS)
 
 
+def _twos(board: jax.Array, stone: jax.Array) -> jax.Array:
+    """bool[6, 7]: the empty cells where `stone` would make three in an otherwise empty
+    window of four (a new threat), gravity ignored."""
+    cells = board.reshape(-1)[jnp.asarray(_WINDOWS)]  # [69, 4]
+    mine = jnp.sum(cells == stone.astype(jnp.int8), axis=1)
+    theirs = jnp.sum((cells != _EMPTY) & (cells != stone.astype(jnp.int8)), axis=1)
+    hit = ((mine == 2) & (theirs == 0))[:, None] & (cells == _EMPTY)  # [69, 4]
+    counts = jnp.zeros(ROWS * COLS, jnp.int32).at[jnp.asarray(_WINDOWS).reshape(-1)].add(
+        hit.reshape(-1).astype(jnp.int32))
+    return (counts > 0).reshape(ROWS, COLS)
+
+
 class Connect4(core.Env):
     id = "connect4"
     version = "v1"
     num_actions = COLS
-    observation_shape = (ROWS, COLS, 3)  # 3 more planes with threats=True, 1 with parity=True
+    # 3 more planes with threats=True, 2 with twos=True, 1 with parity=True
+    observation_shape = (ROWS, COLS, 3)
     # The planes change what a network sees, not the game.
-    observation_params = ("threats", "parity")
+    observation_params = ("threats", "parity", "twos")
     observation_dtype = jnp.bool_
     deterministic = True
     max_game_length = ROWS * COLS  # the board fills up
@@ -69,26 +91,28 @@ class Connect4(core.Env):
     move_help = "a column number 1-7"
     legend = "the last stone is in parentheses"
 
-    def __init__(self, threats: bool = False, parity: bool = False):
+    def __init__(self, threats: bool = False, parity: bool = False, twos: bool = False):
         """Builds the env.
 
         Args:
           threats: add the threat and playable-cell planes to the observation (see the
             module docstring).
           parity: add the odd-row plane to the observation (the same).
+          twos: add the threat-making planes to the observation (the same).
         Raises:
-          ValueError: threats or parity is not a bool.
+          ValueError: a flag is not a bool.
         """
-        for name, flag in (("threats", threats), ("parity", parity)):
+        for name, flag in (("threats", threats), ("parity", parity), ("twos", twos)):
             if not isinstance(flag, bool | np.bool_):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
-        self.threats, self.parity = bool(threats), bool(parity)
-        self.observation_shape = (ROWS, COLS, 3 + 3 * self.threats + self.parity)
+        self.threats, self.parity, self.twos = bool(threats), bool(parity), bool(twos)
+        self.observation_shape = (ROWS, COLS,
+                                  3 + 3 * self.threats + 2 * self.twos + self.parity)
 
     @property
     def params(self):
         # (Defaults left out: the env of every checkpoint saved before the flags existed.)
-        return {k: True for k in ("threats", "parity") if getattr(self, k)}
+        return {k: True for k in ("threats", "parity", "twos") if getattr(self, k)}
 
     def _init(self, key):
         del key
@@ -144,6 +168,9 @@ class Connect4(core.Env):
             below = jnp.concatenate([board[1:] != _EMPTY, jnp.ones((1, COLS), jnp.bool_)])
             extra = jnp.stack([_fours(board, me), _fours(board, 1 - me),
                                (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
+            planes = jnp.concatenate([planes, extra], axis=-1)
+        if self.twos:
+            extra = jnp.stack([_twos(board, me), _twos(board, 1 - me)], axis=-1)
             planes = jnp.concatenate([planes, extra], axis=-1)
         if self.parity:
             planes = jnp.concatenate([planes, jnp.asarray(_ODD_ROWS)], axis=-1)

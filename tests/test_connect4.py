@@ -283,6 +283,66 @@ def test_parity_plane_marks_the_odd_rows_from_the_bottom():
     api_test(both, num_games=4, max_plies=30)
 
 
+# ------------------------------------------------------- twos=True: the threat-making planes
+def _makes_a_threat(board, row, col, stone):
+    """Independent of the env's window table: a stone at (row, col) leaves some 4-cell line
+    through it with three of `stone` and one empty cell."""
+    b = board.copy()
+    b[row, col] = stone
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for start in range(-3, 1):
+            cells = [(row + (start + k) * dr, col + (start + k) * dc) for k in range(4)]
+            if not all(0 <= r < 6 and 0 <= c < 7 for r, c in cells):
+                continue
+            values = [b[r, c] for r, c in cells]
+            if values.count(stone) == 3 and values.count(-1) == 1:
+                return True
+    return False
+
+
+def test_twos_planes_hand_worked_and_against_brute_force():
+    """X on 4-5 of the bottom row, O on 3 and on 4 above: X (to move) makes a threat on 6 or
+    7 of the bottom row (4-7 is open; 2-5 holds an O), O on its diagonal's two empty cells.
+    Then random games: the two planes against the line scan above, every other plane as the
+    env's without them, parity still last."""
+    twos = envs.make("connect4", threats=True, parity=True, twos=True)
+    base = envs.make("connect4", threats=True, parity=True)
+    assert twos.params == {"threats": True, "parity": True, "twos": True}
+    assert twos.observation_shape == (6, 7, 9)
+    assert envs.make("connect4", twos=True).observation_shape == (6, 7, 5)
+    step, base_step = jax.jit(twos.step), jax.jit(base.step)
+    s = twos.init(jax.random.PRNGKey(0))
+    for a in [3, 3, 4, 2]:
+        s = step(s, a)
+    obs = np.asarray(s.observation)
+    mine, theirs = np.zeros((6, 7), bool), np.zeros((6, 7), bool)
+    mine[5, [5, 6]] = True
+    theirs[3, 4] = theirs[2, 5] = True
+    np.testing.assert_array_equal(obs[..., 6], mine)
+    np.testing.assert_array_equal(obs[..., 7], theirs)
+    rng = np.random.default_rng(3)
+    checked = marked = 0
+    for _ in range(10):
+        s, b = twos.init(jax.random.PRNGKey(0)), base.init(jax.random.PRNGKey(0))
+        while not bool(s.done):
+            board, obs = np.asarray(s.game.board), np.asarray(s.observation)
+            mover = int(s.current_player)
+            np.testing.assert_array_equal(obs[..., [0, 1, 2, 3, 4, 5, 8]],
+                                          np.asarray(b.observation))
+            for plane, stone in ((6, mover), (7, 1 - mover)):
+                expected = [[board[r, c] < 0 and _makes_a_threat(board, r, c, stone)
+                             for c in range(7)] for r in range(6)]
+                np.testing.assert_array_equal(obs[..., plane], np.array(expected))
+            checked += 1
+            marked += int(obs[..., 6:8].sum())
+            a = int(rng.choice(np.flatnonzero(board[0] < 0)))
+            s, b = step(s, a), base_step(b, a)
+    assert checked > 150 and marked > 300  # the planes were not mostly empty
+    with pytest.raises(ValueError, match="twos must be True or False"):
+        envs.make("connect4", twos="no")
+    api_test(twos, num_games=4, max_plies=30)
+
+
 def test_a_threats_run_restores_with_its_planes(tmp_path):
     """A run with threats=True saves its game's parameters: its checkpoint restores on the
     6-plane env (an Agent plays from it) and is refused for the plain game; it plays the
@@ -294,7 +354,7 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     from tests.tiny import tiny_training
 
     c = tiny_training(connect4.get_config())
-    c.env.kwargs.threats, c.env.kwargs.parity = True, False
+    c.env.kwargs.threats, c.env.kwargs.parity, c.env.kwargs.twos = True, False, False
     trainer.train_and_evaluate(c, str(tmp_path))
     player = agent.Agent.load(workdir=str(tmp_path), num_simulations=2)
     assert player.env.params == {"threats": True}

@@ -52,7 +52,8 @@ ERRORS = {
     "unknown opponent": (["--workdir", "{ttt}", "--against", "random,alphabeta"],
                          "unknown opponent 'alphabeta'; accepted forms: random"),
     "other game": (["--workdir", "{ttt}", "--against", "checkpoint:{c4}"],
-                   "trained for Connect4(threats=True, parity=True); it cannot play TicTacToe()"),
+                   "trained for Connect4(threats=True, parity=True, twos=True); it cannot play "
+                   "TicTacToe()"),
     "solver set, other game": (["--workdir", "{ttt}", "--solver-set", str(SOLVER_SET)],
                                "the solver benchmark is for connect4"),
     "malformed solver file": (["--workdir", "{c4}", "--solver-set", "{bad}"],
