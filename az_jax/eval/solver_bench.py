@@ -173,7 +173,7 @@ def _replay_fn(env):
     import jax.numpy as jnp
 
     @jax.jit
-    def run(moves):  # (B, T) int32, -1 = no move
+    def run(moves):  # int32[B, T], -1 = no move
         states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), moves.shape[0]))
 
         def body(states, a):
