@@ -26,6 +26,10 @@ def get_config():
     # 0.62 and 0.54 in 512 games a seed), for ~2% more self-play time (README, Benchmarks,
     # "A thirteenth round"). Off on accelerators: not measured there.
     c.env.kwargs.twos = default.on_cpu()
+    # Two more plane pairs, off (envs/connect4.py): the two-making cells and the lowest
+    # threat of each column (README, Benchmarks, "A fourteenth round").
+    c.env.kwargs.ones = False
+    c.env.kwargs.lowest = False
     if default.on_cpu():  # CPU-sized variant
         default.size(c, channels=32, num_blocks=3, num_simulations=16, games=128, plies=16,
                      updates=16, batch=256, iterations=1100, capacity=50_000)

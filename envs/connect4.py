@@ -16,6 +16,12 @@ With `twos=True` two more planes, after those: the empty cells where a stone of 
 (the first) or of the opponent (the second) would make a new threat, i.e. that lie in a
 window of four cells holding two of that player's stones and none of the other's (gravity
 ignored). They are the moves that build the threats the planes above show.
+With `ones=True` two more planes, after those: the same for windows holding one stone of
+that player (where a stone makes a new two).
+With `lowest=True` two more planes, after those: the mover's and the opponent's threats
+(as in planes 3 and 4) that have no threat of either player below them in their column,
+the first of each column to become playable; in a filled-up endgame these decide who
+must give way (Allis 1988).
 With `parity=True` one more plane, the last: the odd rows counted from the bottom (1st,
 3rd, 5th). In a filled-up endgame (zugzwang) a threat of the first player counts on an odd
 row and one of the second player on an even row (Allis's rules); with plane 2 and the
@@ -64,26 +70,38 @@ def _fours(board: jax.Array, stone: jax.Array) -> jax.Array:
     return (four & (flat == _EMPTY)).reshape(ROWS, COLS)
 
 
-def _twos(board: jax.Array, stone: jax.Array) -> jax.Array:
-    """bool[6, 7]: the empty cells where `stone` would make three in an otherwise empty
-    window of four (a new threat), gravity ignored."""
+def _makers(board: jax.Array, stone: jax.Array, count: int) -> jax.Array:
+    """bool[6, 7]: the empty cells of a window of four holding `count` stones of `stone`
+    and none of the other's (count 2: where a stone makes a new threat), gravity ignored."""
+    stone = stone.astype(jnp.int8)
     cells = board.reshape(-1)[jnp.asarray(_WINDOWS)]  # [69, 4]
-    mine = jnp.sum(cells == stone.astype(jnp.int8), axis=1)
-    theirs = jnp.sum((cells != _EMPTY) & (cells != stone.astype(jnp.int8)), axis=1)
-    hit = ((mine == 2) & (theirs == 0))[:, None] & (cells == _EMPTY)  # [69, 4]
+    mine = jnp.sum(cells == stone, axis=1)
+    theirs = jnp.sum((cells != _EMPTY) & (cells != stone), axis=1)
+    hit = ((mine == count) & (theirs == 0))[:, None] & (cells == _EMPTY)  # [69, 4]
     counts = jnp.zeros(ROWS * COLS, jnp.int32).at[jnp.asarray(_WINDOWS).reshape(-1)].add(
         hit.reshape(-1).astype(jnp.int32))
     return (counts > 0).reshape(ROWS, COLS)
+
+
+def _lowest(mine: jax.Array, theirs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The threats (bool[6, 7] each, row 0 at the top) with no threat of either player
+    below them in their column: the first of each column to become playable."""
+    either = (mine | theirs).astype(jnp.int32)
+    below = jnp.cumsum(either[::-1], axis=0)[::-1] - either  # threats strictly below
+    return mine & (below == 0), theirs & (below == 0)
+
+
+FLAGS = ("threats", "parity", "twos", "ones", "lowest")  # the optional planes
 
 
 class Connect4(core.Env):
     id = "connect4"
     version = "v1"
     num_actions = COLS
-    # 3 more planes with threats=True, 2 with twos=True, 1 with parity=True
+    # 3 more planes with threats=True, 2 each with twos, ones or lowest, 1 with parity
     observation_shape = (ROWS, COLS, 3)
     # The planes change what a network sees, not the game.
-    observation_params = ("threats", "parity", "twos")
+    observation_params = FLAGS
     observation_dtype = jnp.bool_
     deterministic = True
     max_game_length = ROWS * COLS  # the board fills up
@@ -91,7 +109,8 @@ class Connect4(core.Env):
     move_help = "a column number 1-7"
     legend = "the last stone is in parentheses"
 
-    def __init__(self, threats: bool = False, parity: bool = False, twos: bool = False):
+    def __init__(self, threats: bool = False, parity: bool = False, twos: bool = False,
+                 ones: bool = False, lowest: bool = False):
         """Builds the env.
 
         Args:
@@ -99,20 +118,23 @@ class Connect4(core.Env):
             module docstring).
           parity: add the odd-row plane to the observation (the same).
           twos: add the threat-making planes to the observation (the same).
+          ones: add the two-making planes to the observation (the same).
+          lowest: add the lowest-threat planes to the observation (the same).
         Raises:
           ValueError: a flag is not a bool.
         """
-        for name, flag in (("threats", threats), ("parity", parity), ("twos", twos)):
+        flags = dict(threats=threats, parity=parity, twos=twos, ones=ones, lowest=lowest)
+        for name, flag in flags.items():
             if not isinstance(flag, bool | np.bool_):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
-        self.threats, self.parity, self.twos = bool(threats), bool(parity), bool(twos)
-        self.observation_shape = (ROWS, COLS,
-                                  3 + 3 * self.threats + 2 * self.twos + self.parity)
+            setattr(self, name, bool(flag))
+        self.observation_shape = (ROWS, COLS, 3 + 3 * self.threats + self.parity
+                                  + 2 * (self.twos + self.ones + self.lowest))
 
     @property
     def params(self):
         # (Defaults left out: the env of every checkpoint saved before the flags existed.)
-        return {k: True for k in ("threats", "parity", "twos") if getattr(self, k)}
+        return {k: True for k in FLAGS if getattr(self, k)}
 
     def _init(self, key):
         del key
@@ -164,14 +186,19 @@ class Connect4(core.Env):
             | (me == 0).astype(jnp.int32) << 2
         )
         planes = ((code[..., None] >> jnp.arange(3, dtype=jnp.int32)) & 1).astype(jnp.bool_)
+        if self.threats or self.lowest:
+            fours = _fours(board, me), _fours(board, 1 - me)
         if self.threats:
             below = jnp.concatenate([board[1:] != _EMPTY, jnp.ones((1, COLS), jnp.bool_)])
-            extra = jnp.stack([_fours(board, me), _fours(board, 1 - me),
-                               (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
+            extra = jnp.stack([*fours, (board == _EMPTY) & below], axis=-1)  # [6, 7, 3]
             planes = jnp.concatenate([planes, extra], axis=-1)
-        if self.twos:
-            extra = jnp.stack([_twos(board, me), _twos(board, 1 - me)], axis=-1)
-            planes = jnp.concatenate([planes, extra], axis=-1)
+        for flag, count in ((self.twos, 2), (self.ones, 1)):
+            if flag:
+                extra = jnp.stack([_makers(board, me, count), _makers(board, 1 - me, count)],
+                                  axis=-1)
+                planes = jnp.concatenate([planes, extra], axis=-1)
+        if self.lowest:
+            planes = jnp.concatenate([planes, jnp.stack(_lowest(*fours), axis=-1)], axis=-1)
         if self.parity:
             planes = jnp.concatenate([planes, jnp.asarray(_ODD_ROWS)], axis=-1)
         return planes

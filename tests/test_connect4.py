@@ -284,9 +284,9 @@ def test_parity_plane_marks_the_odd_rows_from_the_bottom():
 
 
 # ------------------------------------------------------- twos=True: the threat-making planes
-def _makes_a_threat(board, row, col, stone):
+def _makes(board, row, col, stone, after):
     """Independent of the env's window table: a stone at (row, col) leaves some 4-cell line
-    through it with three of `stone` and one empty cell."""
+    through it with `after` of `stone` and the rest empty."""
     b = board.copy()
     b[row, col] = stone
     for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
@@ -295,7 +295,7 @@ def _makes_a_threat(board, row, col, stone):
             if not all(0 <= r < 6 and 0 <= c < 7 for r, c in cells):
                 continue
             values = [b[r, c] for r, c in cells]
-            if values.count(stone) == 3 and values.count(-1) == 1:
+            if values.count(stone) == after and values.count(-1) == 4 - after:
                 return True
     return False
 
@@ -303,7 +303,7 @@ def _makes_a_threat(board, row, col, stone):
 def test_twos_planes_hand_worked_and_against_brute_force():
     """X on 4-5 of the bottom row, O on 3 and on 4 above: X (to move) makes a threat on 6 or
     7 of the bottom row (4-7 is open; 2-5 holds an O), O on its diagonal's two empty cells.
-    Then random games: the two planes against the line scan above, every other plane as the
+    Then random games: the two planes against a line scan, every other plane as the
     env's without them, parity still last."""
     twos = envs.make("connect4", threats=True, parity=True, twos=True)
     base = envs.make("connect4", threats=True, parity=True)
@@ -330,7 +330,7 @@ def test_twos_planes_hand_worked_and_against_brute_force():
             np.testing.assert_array_equal(obs[..., [0, 1, 2, 3, 4, 5, 8]],
                                           np.asarray(b.observation))
             for plane, stone in ((6, mover), (7, 1 - mover)):
-                expected = [[board[r, c] < 0 and _makes_a_threat(board, r, c, stone)
+                expected = [[board[r, c] < 0 and _makes(board, r, c, stone, 3)
                              for c in range(7)] for r in range(6)]
                 np.testing.assert_array_equal(obs[..., plane], np.array(expected))
             checked += 1
@@ -341,6 +341,67 @@ def test_twos_planes_hand_worked_and_against_brute_force():
     with pytest.raises(ValueError, match="twos must be True or False"):
         envs.make("connect4", twos="no")
     api_test(twos, num_games=4, max_plies=30)
+
+
+# ------------------------------------------- ones=True and lowest=True: two more plane pairs
+def test_ones_and_lowest_planes_hand_worked_and_against_brute_force():
+    """X on 1-3 of the bottom row, O on 1-3 above: X's threat on 4 of the bottom row is the
+    lowest of its column, O's on 4 of the row above is not. Then random games with every
+    flag on: the ones planes (a stone makes a two in an open window) and the lowest planes
+    (a threat with no threat of either player below it in its column) against a line scan
+    and a column walk, the other planes as the env's without them, parity still last."""
+    low = envs.make("connect4", threats=True, lowest=True)
+    assert low.observation_shape == (6, 7, 8)
+    s = low.init(jax.random.PRNGKey(0))
+    for a in [0, 0, 1, 1, 2, 2]:
+        s = low.step(s, a)
+    obs = np.asarray(s.observation)
+    assert obs[5, 3, 3] and obs[4, 3, 4]  # X's (the mover's) threat and O's, above it
+    mine = np.zeros((6, 7), bool)
+    mine[5, 3] = True
+    np.testing.assert_array_equal(obs[..., 6], mine)
+    assert not obs[..., 7].any()
+    assert envs.make("connect4", lowest=True).observation_shape == (6, 7, 5)
+    assert envs.make("connect4", ones=True).observation_shape == (6, 7, 5)
+
+    every = envs.make("connect4", threats=True, parity=True, twos=True, ones=True, lowest=True)
+    base = envs.make("connect4", threats=True, parity=True, twos=True)
+    assert every.params == dict.fromkeys(("threats", "parity", "twos", "ones", "lowest"), True)
+    assert every.observation_shape == (6, 7, 13)
+    step, base_step = jax.jit(every.step), jax.jit(base.step)
+    rng = np.random.default_rng(5)
+    checked = marked_ones = marked_lowest = 0
+    for _ in range(10):
+        s, b = every.init(jax.random.PRNGKey(0)), base.init(jax.random.PRNGKey(0))
+        while not bool(s.done):
+            board, obs = np.asarray(s.game.board), np.asarray(s.observation)
+            np.testing.assert_array_equal(obs[..., [0, 1, 2, 3, 4, 5, 6, 7, 12]],
+                                          np.asarray(b.observation))
+            stones = int(s.current_player), 1 - int(s.current_player)
+            for plane, stone in zip((8, 9), stones, strict=True):
+                expected = [[board[r, c] < 0 and _makes(board, r, c, stone, 2)
+                             for c in range(7)] for r in range(6)]
+                np.testing.assert_array_equal(obs[..., plane], np.array(expected))
+            threat = {p: np.array([[board[r, c] < 0 and _makes_four(board, r, c, p)
+                                    for c in range(7)] for r in range(6)]) for p in stones}
+            for plane, stone in zip((10, 11), stones, strict=True):
+                expected = np.zeros((6, 7), bool)
+                for c in range(7):
+                    for r in range(5, -1, -1):  # up the column from the bottom
+                        if threat[0][r, c] or threat[1][r, c]:
+                            expected[r, c] = threat[stone][r, c]
+                            break
+                np.testing.assert_array_equal(obs[..., plane], expected)
+            checked += 1
+            marked_ones += int(obs[..., 8:10].sum())
+            marked_lowest += int(obs[..., 10:12].sum())
+            a = int(rng.choice(np.flatnonzero(board[0] < 0)))
+            s, b = step(s, a), base_step(b, a)
+    assert checked > 150 and marked_ones > 1000 and marked_lowest > 50
+    for name in ("ones", "lowest"):
+        with pytest.raises(ValueError, match=f"{name} must be True or False"):
+            envs.make("connect4", **{name: 1})
+    api_test(every, num_games=4, max_plies=30)
 
 
 def test_a_threats_run_restores_with_its_planes(tmp_path):
