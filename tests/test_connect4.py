@@ -444,8 +444,8 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
         direct = players.search_act(search_lib.make_search(
             own, restored.net, restored.config.search), 4)
         key = jax.random.PRNGKey(1)
-        np.testing.assert_array_equal(p.act(p.params, theirs, key),
-                                      direct(restored.variables, mine, key))
+        np.testing.assert_array_equal(jax.jit(p.act)(p.params, theirs, key),  # one compile
+                                      jax.jit(direct)(restored.variables, mine, key))
     with pytest.raises(ValueError, match="only the board size and the observation planes"):
         ckpt.restore(str(plain), play_env=envs.make("tictactoe"))
 
