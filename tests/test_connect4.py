@@ -189,14 +189,7 @@ T_STEP = jax.jit(THREATS.step)
 
 def _makes_four(board, row, col, stone):
     """Independent of the env's line tables: every 4-cell window through (row, col)."""
-    b = board.copy()
-    b[row, col] = stone
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-        for start in range(-3, 1):
-            cells = [(row + (start + k) * dr, col + (start + k) * dc) for k in range(4)]
-            if all(0 <= r < 6 and 0 <= c < 7 and b[r, c] == stone for r, c in cells):
-                return True
-    return False
+    return _makes(board, row, col, stone, 4)
 
 
 def _expected_planes(board, mover):
