@@ -48,7 +48,6 @@ CATEGORIES = ("win_in_one", "block_four", "open_four_win", "vcf3", "block_open_t
 # 4-5 moves: they are dropped from the shipped suites).
 DEFENCE_VCF_MOVES = 5
 EMPTY = -1
-_OFF = 2  # padding value: off the board
 _PAD = 5  # padding on each side: five cells each way tell five from an overline
 _DIRS = ((0, 1), (1, 0), (1, 1), (1, -1))
 
@@ -113,27 +112,24 @@ def _check(board: np.ndarray, player: int, rule: str) -> None:
         raise ValueError(f"board must be square [N, N], got shape {board.shape}")
 
 
-def _shifted(padded: np.ndarray, n: int, dr: int, dc: int, k: int) -> np.ndarray:
-    """padded[r + k*dr, c + k*dc] for every board point (r, c). Shape [N, N]."""
-    r0, c0 = _PAD + k * dr, _PAD + k * dc
-    return padded[r0:r0 + n, c0:c0 + n]
+@functools.cache
+def _line_index(n: int) -> np.ndarray:
+    """Flat indices into the padded board of the points k = 1..5 steps away from each board
+    point, per direction and way: int[4 directions, 2 ways, 5 steps, N, N]."""
+    width = n + 2 * _PAD
+    r, c = np.meshgrid(np.arange(n) + _PAD, np.arange(n) + _PAD, indexing="ij")
+    steps = np.arange(1, _PAD + 1)[:, None, None]
+    return np.stack([np.stack([(r + sign * steps * dr) * width + (c + sign * steps * dc)
+                               for sign in (1, -1)]) for dr, dc in _DIRS])
 
 
-def _runs(own_padded: np.ndarray, n: int, dr: int, dc: int) -> np.ndarray:
-    """Own stones in a row next to each point, both ways along (dr, dc), each side capped at
-    5; the point itself not counted. int8[N, N]."""
-    total = np.zeros((n, n), np.int8)
-    for sign in (1, -1):
-        alive = np.ones((n, n), bool)
-        for k in range(1, _PAD + 1):
-            alive = alive & _shifted(own_padded, n, dr, dc, sign * k)
-            total += alive
-    return total
-
-
-def _pad_own(board: np.ndarray, player: int) -> np.ndarray:
-    padded = np.pad(board, _PAD, constant_values=_OFF)
-    return padded == player
+def _lines(board: np.ndarray, player: int) -> np.ndarray:
+    """Whether each of the 5 points each way along each line from every point holds one of
+    `player`'s stones (off the board: no). bool[4 directions, 2 ways, 5 steps, N, N]."""
+    n = board.shape[0]
+    own = np.zeros((n + 2 * _PAD, n + 2 * _PAD), bool)  # the padding holds no stone
+    own[_PAD:_PAD + n, _PAD:_PAD + n] = board == player
+    return own.reshape(-1)[_line_index(n)]
 
 
 def winning_points(board: np.ndarray, player: int, rule: str = "freestyle") -> np.ndarray:
@@ -147,27 +143,19 @@ def winning_points(board: np.ndarray, player: int, rule: str = "freestyle") -> n
       bool[N, N].
     """
     _check(board, player, rule)
-    n = board.shape[0]
-    own = _pad_own(board, player)
-    win = np.zeros((n, n), bool)
-    for dr, dc in _DIRS:
-        length = _runs(own, n, dr, dc) + 1
-        win |= (length >= 5) if rule == "freestyle" else (length == 5)
-    return win & (board == EMPTY)
+    # Own stones in a row next to each point, both ways, each way capped at 5 (the point
+    # itself not counted): the stones up to the first point that is not one of them.
+    runs = np.logical_and.accumulate(_lines(board, player), axis=2).sum(axis=(1, 2))
+    length = runs + 1  # [4, N, N]: the line a stone on the point would make
+    win = (length >= 5) if rule == "freestyle" else (length == 5)
+    return win.any(0) & (board == EMPTY)
 
 
 def _near_three(board: np.ndarray, player: int) -> np.ndarray:
     """Empty points with at least 3 of `player`'s stones within 4 points on one line: the
     only points where a new stone can create a new winning point. bool[N, N]."""
-    n = board.shape[0]
-    own = _pad_own(board, player)
-    near = np.zeros((n, n), bool)
-    for dr, dc in _DIRS:
-        count = np.zeros((n, n), np.int8)
-        for k in (-4, -3, -2, -1, 1, 2, 3, 4):
-            count += _shifted(own, n, dr, dc, k)
-        near |= count >= 3
-    return near & (board == EMPTY)
+    count = _lines(board, player)[:, :, :4].sum(axis=(1, 2))  # [4, N, N]
+    return (count >= 3).any(0) & (board == EMPTY)
 
 
 def _with(board: np.ndarray, point: int, player: int) -> np.ndarray:
