@@ -405,10 +405,11 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
     from configs import connect4
-    from tests.tiny import tiny_training
+    from tests.tiny import make_run, tiny_training
 
     c = tiny_training(connect4.get_config())
     c.env.kwargs.threats, c.env.kwargs.parity, c.env.kwargs.twos = True, False, False
+    c.search.eval_tactics = "none"  # the planes are under test, not the tactics (compiles)
     trainer.train_and_evaluate(c, str(tmp_path))
     player = agent.Agent.load(workdir=str(tmp_path), num_simulations=2)
     assert player.env.params == {"threats": True}
@@ -423,10 +424,8 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
     from az_jax.eval import players
 
     moves = [[3, 3, 2], [0, 6, 5, 4], [3, 4, 3, 4, 2]]  # three positions, built by each env
-    plain = tmp_path / "plain"  # a network of the plain game
-    c.env.kwargs.threats = False
-    trainer.train_and_evaluate(c, str(plain))
-    for arena, own, other in ((THREATS, ENV, str(plain)), (ENV, THREATS, str(tmp_path))):
+    plain = str(make_run(tmp_path / "plain", "connect4", eval_tactics="none"))  # plain game
+    for arena, own, other in ((THREATS, ENV, plain), (ENV, THREATS, str(tmp_path))):
         theirs = jax.tree.map(lambda *x: np.stack(x), *[_played(arena, m) for m in moves])
         mine = jax.tree.map(lambda *x: np.stack(x), *[_played(own, m) for m in moves])
         assert theirs.observation.shape[-1] != mine.observation.shape[-1]
@@ -440,11 +439,12 @@ def test_a_threats_run_restores_with_its_planes(tmp_path):
         np.testing.assert_array_equal(jax.jit(p.act)(p.params, theirs, key),  # one compile
                                       jax.jit(direct)(restored.variables, mine, key))
     with pytest.raises(ValueError, match="only the board size and the observation planes"):
-        ckpt.restore(str(plain), play_env=envs.make("tictactoe"))
+        ckpt.restore(plain, play_env=envs.make("tictactoe"))
 
 
 def _played(env, moves):
+    step = {ENV: STEP, THREATS: T_STEP}[env]
     state = env.init(jax.random.PRNGKey(0))
     for m in moves:
-        state = env.step(state, m)
+        state = step(state, m)
     return state

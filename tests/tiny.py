@@ -44,10 +44,11 @@ def tiny_args(**changes) -> list[str]:
 
 
 def make_run(workdir, env_id: str, policy: str = "gumbel", head: str = "dense",
-             **env_kwargs):
+             eval_tactics: str | None = None, **env_kwargs):
     """A workdir with one checkpoint of a tiny untrained network (8 channels, one block,
     `head` "dense" or "conv") for `env_id`, searched with `policy` (gumbel or muzero =
-    PUCT) and 4 simulations. Returns `workdir`."""
+    PUCT) and 4 simulations (`eval_tactics`: the config's unless given). Returns
+    `workdir`."""
     import jax
     import ml_collections
 
@@ -62,6 +63,8 @@ def make_run(workdir, env_id: str, policy: str = "gumbel", head: str = "dense",
     config.env.kwargs = ml_collections.ConfigDict(env_kwargs)
     config.network.channels, config.network.num_blocks, config.network.head = 8, 1, head
     config.search.num_simulations = 4
+    if eval_tactics is not None:
+        config.search.eval_tactics = eval_tactics
     env = envs.make(env_id, **env_kwargs)
     net = network.make_network(config.network, env)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
