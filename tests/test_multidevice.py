@@ -35,8 +35,10 @@ def _tiny_config():
 def _worker(out_dir: str) -> None:
     import jax
 
-    from az_jax import checkpoint, trainer
+    from az_jax import checkpoint, parallel_setup, trainer
 
+    # The persistent cache ($AZ_JAX_CACHE, the tests' own): the runs below share programs.
+    parallel_setup.use_compilation_cache(min_compile_seconds=0.5)
     devices = jax.devices()
     assert len(devices) == 4, devices
     config = _tiny_config()
