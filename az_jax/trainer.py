@@ -97,9 +97,16 @@ class Setup:
 
     def initial(self, key):
         """(train_state, games, buffer_state) for a fresh run; `games` is a `Games`, with
-        nothing pending yet. The key is consumed."""
+        nothing pending yet. The key is consumed. One compiled program (op by op, the
+        network's initialisers alone were a hundred small compiles at every start)."""
+        train_state, games, buffer_state = jax.jit(self._fresh)(key)
+        return (parallel.replicate(self.mesh, train_state), parallel.shard(self.mesh, games),
+                parallel.shard(self.mesh, buffer_state))
+
+    def _fresh(self, key):
         k_net, k_games = jax.random.split(key)
-        train_state = self.train_state(network.init_variables(self.net, self.env, k_net))
+        variables = network.init_variables(self.net, self.env, k_net)
+        train_state = learner.init_train_state(variables, self.tx)
         batch = self.config.selfplay.batch_size
         games = Games(jax.vmap(self.env.init)(jax.random.split(k_games, batch)), None)
         if self.pending_length:
@@ -108,13 +115,13 @@ class Setup:
         example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
-        return (train_state, parallel.shard(self.mesh, games),
-                parallel.shard(self.mesh, buffer_state))
+        return train_state, games, buffer_state
 
     def train_state(self, variables):
         """A fresh TrainState (step 0, a new optimizer state) around `variables`, on every
         device of the mesh."""
-        return parallel.replicate(self.mesh, learner.init_train_state(variables, self.tx))
+        state = jax.jit(lambda v: learner.init_train_state(v, self.tx))(variables)
+        return parallel.replicate(self.mesh, state)
 
 
 def make_setup(config: ml_collections.ConfigDict, devices=None) -> Setup:
