@@ -23,6 +23,7 @@ def test_within_budget():
 def test_training_skips_evaluations_over_the_share(tmp_path, max_share, evaluated):
     c = tiny_training(tictactoe.get_config(), train__num_iterations=2, eval__every=1)
     c.eval.opponents = "random"
+    c.search.eval_tactics = "none"  # the schedule is under test: a smaller program to compile
     c.eval.max_share = max_share
     trainer.train_and_evaluate(c, str(tmp_path))
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -203,6 +203,7 @@ def test_a_wdl_run_trains_evaluates_and_restores(tmp_path):
                       selfplay__num_plies=9, replay__min_size=1)
     c.network.value_head = "wdl"
     c.eval.opponents = "random"
+    c.search.eval_tactics = "none"  # the head is under test: a smaller program to compile
     trainer.train_and_evaluate(c, str(tmp_path))
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["loss"] > 0 for r in rows)
