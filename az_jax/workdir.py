@@ -138,12 +138,35 @@ def saved_config(workdir) -> tuple[dict, str] | None:
     return None
 
 
+def exported_from(workdir) -> str | None:
+    """Where the model in `workdir` was exported from (its newest checkpoint's metadata),
+    or None: a training run, or no readable checkpoint."""
+    from az_jax import checkpoint
+
+    steps = _steps(Path(workdir))
+    if not steps:
+        return None
+    try:
+        meta = checkpoint.read_meta(checkpoint.manager(workdir, read_only=True), steps[0])
+    except Exception:  # noqa: BLE001 - damaged: the trainer skips it
+        return None
+    return meta.get("exported_from")
+
+
 def check(config: ml_collections.ConfigDict, workdir) -> None:
     """Raises RunMismatch (one line) when `workdir` holds a run whose config differs from
-    `config` in a field that may not change on resume."""
+    `config` in a field that may not change on resume, and ValueError when it holds an
+    exported model (`checkpoint.export_model`), which no command resumes."""
     found = saved_config(workdir)
     if found is None:
         return
+    source = exported_from(workdir)
+    if source is not None:
+        raise ValueError(
+            f"{workdir} holds an exported model (the network alone, exported from {source}), "
+            f"not a training run: it has no optimizer, games or replay to resume. Nothing was "
+            f"written. To train on from its network, start a new run: pass another --workdir "
+            f"and add --config.train.init_from={shlex.quote(str(workdir))}.")
     saved, where = found
     diff = _differing(saved, config)
     if diff:

@@ -16,6 +16,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from az_jax import parallel_setup  # noqa: E402
+
 # The tests and the train.py subprocesses they start share compiled programs through JAX's
 # persistent cache (az_jax's own default would be ~/.cache/az_jax/jax): a temporary
 # directory, kept between runs. In the test processes too: many tests train the same tiny
@@ -23,9 +25,7 @@ import pytest  # noqa: E402
 # once per test. Programs under half a second (single eager ops) are not worth a file.
 os.environ.setdefault("AZ_JAX_CACHE", os.path.join(tempfile.gettempdir(),
                                                    f"az_jax-tests-cache-{os.getuid()}"))
-if os.environ["AZ_JAX_CACHE"] != "off":
-    jax.config.update("jax_compilation_cache_dir", os.environ["AZ_JAX_CACHE"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+parallel_setup.use_compilation_cache(0.5)
 
 
 @pytest.fixture(scope="module")

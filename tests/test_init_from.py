@@ -72,3 +72,25 @@ def test_another_rule_starts_from_the_same_network(source, tmp_path):
     for a, b in zip(jax.tree.leaves(checkpoint.restore(source).variables),
                     jax.tree.leaves(got.variables), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_an_exported_model_is_not_resumed_but_started_from(source, tmp_path):
+    """A shipped or exported model (the network alone) as --workdir: refused, with the
+    init_from that starts a new run from it, and nothing written or moved, even with
+    checkpoint.restart."""
+    exported = tmp_path / "exported"
+    checkpoint.export_model(source, exported)
+    before = sorted(p.relative_to(exported) for p in exported.rglob("*"))
+    for restart in (False, True):
+        c = _config(5, "")
+        c.checkpoint.restart = restart
+        with pytest.raises(ValueError, match=r"exported model.*no optimizer.*another "
+                                             r"--workdir.*train.init_from=.*exported"):
+            trainer.train_and_evaluate(c, str(exported))
+    assert sorted(p.relative_to(exported) for p in exported.rglob("*")) == before
+    assert not (tmp_path / "exported.old-1").exists()
+    trainer.train_and_evaluate(_config(5, exported), str(tmp_path / "new"))
+    for a, b in zip(jax.tree.leaves(checkpoint.restore(source).variables),
+                    jax.tree.leaves(checkpoint.restore(tmp_path / "new").variables),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
