@@ -320,9 +320,9 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
             except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
                 errors.append(e)
         if out is None:
-            e = errors[0]  # what went wrong with today's layout
             warnings.warn(f"skipping checkpoint {step} in {mngr.directory}: it does not "
-                          f"restore ({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
+                          f"restore ({_why(mngr, step, layouts[-1], errors[0])})",
+                          stacklevel=2)
             continue
         buffer = None
         if replay_target is not None and _has_item(mngr, step, "replay"):
@@ -334,6 +334,24 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
                               f"({type(e).__name__}); it refills from self-play", stacklevel=2)
         return step, out["state"], buffer, out["meta"]
     return None
+
+
+def _why(mngr, step: int, target: dict, error: Exception) -> str:
+    """Why a checkpoint does not restore, in a line: the parts of the state it lacks (another
+    version's checkpoint), else the error's first line (orbax's can list whole arrays)."""
+    try:
+        lacks = sorted(set(target) - set(mngr.item_metadata(step)["state"].keys()))
+    except Exception:  # noqa: BLE001 - unreadable metadata: the error says more
+        lacks = []
+    if lacks:
+        return (f"it has no {', '.join(lacks)}: written by another version of az_jax, or not "
+                f"a training run")
+    return _first_line(error)
+
+
+def _first_line(error: Exception) -> str:
+    first = (str(error).strip().splitlines() or [""])[0].rstrip(":")
+    return f"{type(error).__name__}: {first[:200]}"
 
 
 def _extras(mngr, step: int, target: dict) -> dict:
@@ -466,8 +484,8 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
                 variables["batch_stats"] = raw["train_state"]["batch_stats"]
         except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
             last_error = e
-            warnings.warn(f"skipping checkpoint {s}: it does not restore "
-                          f"({type(e).__name__}: {str(e)[:200]})", stacklevel=2)
+            warnings.warn(f"skipping checkpoint {s}: it does not restore ({_first_line(e)})",
+                          stacklevel=2)
             continue
         _check_shapes(abstract, variables, str(workdir))
         variables = jax.tree.map(jax.numpy.asarray, variables)

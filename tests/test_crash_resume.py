@@ -208,3 +208,21 @@ def test_unwritable_workdir_is_a_clear_error(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(OSError, match="cannot write checkpoints"):
         ck.manager(blocker / "run")
+
+
+def test_a_checkpoint_of_another_layout_is_skipped_with_a_short_reason(tmp_path):
+    """What the user reads when the code's state and a checkpoint's differ: the parts it
+    lacks, or the error's first line; never orbax's dump of whole arrays."""
+    mngr = checkpoint.manager(tmp_path)
+    z = lambda *shape: np.zeros(shape, np.float32)
+    checkpoint.save(mngr, 1, {"a": z(3), "b": z(2)}, {"iteration": 1})
+    checkpoint.save(mngr, 2, {"a": z(3)}, {"iteration": 2})  # from a version without "b"
+    checkpoint.save(mngr, 3, {"a": z(3), "b": {"c": z(2)}}, {"iteration": 3})  # another tree
+    with pytest.warns(UserWarning) as record:
+        assert checkpoint.restore_latest(mngr, {"a": z(3), "b": z(2)})[0] == 1
+    skipped = [str(w.message) for w in record if "skipping" in str(w.message)]
+    assert len(skipped) == 2
+    assert "skipping checkpoint 3" in skipped[0] and "skipping checkpoint 2" in skipped[1]
+    assert "it has no b: written by another version of az_jax" in skipped[1]
+    assert "it has no" not in skipped[0]
+    assert all(len(m) < 400 and "\n" not in m for m in skipped), skipped
