@@ -114,20 +114,29 @@ def _steps(workdir: Path) -> list[int]:
     return sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
 
 
-def saved_config(workdir) -> tuple[dict, str] | None:
-    """The config of the run in `workdir` and where it was read: the metadata of the newest
-    checkpoint whose metadata reads, else `config.json` (a run stopped before its first
-    checkpoint). None when there is neither."""
+def _newest_meta(workdir: Path) -> tuple[dict, int] | None:
+    """The metadata of the newest checkpoint in `workdir` whose metadata reads, and its
+    iteration; None when none does."""
     from az_jax import checkpoint
 
-    workdir = Path(workdir)
     if _steps(workdir):
         mngr = checkpoint.manager(workdir, read_only=True)
         for step in _steps(workdir):
             try:
-                return checkpoint.read_meta(mngr, step)["config"], f"checkpoint {step}"
+                return checkpoint.read_meta(mngr, step), step
             except Exception:  # noqa: BLE001 - damaged: the trainer skips it too
                 continue
+    return None
+
+
+def saved_config(workdir) -> tuple[dict, str] | None:
+    """The config of the run in `workdir` and where it was read: the metadata of the newest
+    checkpoint whose metadata reads, else `config.json` (a run stopped before its first
+    checkpoint). None when there is neither."""
+    workdir = Path(workdir)
+    newest = _newest_meta(workdir)
+    if newest is not None:
+        return newest[0]["config"], f"checkpoint {newest[1]}"
     path = workdir / "config.json"
     if path.is_file():
         try:
@@ -139,18 +148,10 @@ def saved_config(workdir) -> tuple[dict, str] | None:
 
 
 def exported_from(workdir) -> str | None:
-    """Where the model in `workdir` was exported from (its newest checkpoint's metadata),
-    or None: a training run, or no readable checkpoint."""
-    from az_jax import checkpoint
-
-    steps = _steps(Path(workdir))
-    if not steps:
-        return None
-    try:
-        meta = checkpoint.read_meta(checkpoint.manager(workdir, read_only=True), steps[0])
-    except Exception:  # noqa: BLE001 - damaged: the trainer skips it
-        return None
-    return meta.get("exported_from")
+    """Where the model in `workdir` was exported from (its newest readable checkpoint's
+    metadata), or None: a training run, or no readable checkpoint."""
+    newest = _newest_meta(Path(workdir))
+    return None if newest is None else newest[0].get("exported_from")
 
 
 def check(config: ml_collections.ConfigDict, workdir) -> None:
