@@ -28,7 +28,7 @@ def get_config():
     c.env.kwargs.twos = default.on_cpu()
     # Two more plane pairs, off (envs/connect4.py): the two-making cells and the lowest
     # threat of each column. Together on the CPU config: level with 64 simulations (3.81%
-    # against 3.76, seed 0), the network alone worse, level head to head (0.494 in 512
+    # against 3.76, seed 0), the network alone worse, level head to head (0.502 in 1024
     # games) (README, Benchmarks, "A fourteenth round").
     c.env.kwargs.ones = False
     c.env.kwargs.lowest = False
