@@ -119,13 +119,15 @@ def _newest_meta(workdir: Path) -> tuple[dict, int] | None:
     iteration; None when none does."""
     from az_jax import checkpoint
 
-    if _steps(workdir):
-        mngr = checkpoint.manager(workdir, read_only=True)
-        for step in _steps(workdir):
-            try:
-                return checkpoint.read_meta(mngr, step), step
-            except Exception:  # noqa: BLE001 - damaged: the trainer skips it too
-                continue
+    steps = _steps(workdir)
+    if not steps:
+        return None
+    mngr = checkpoint.manager(workdir, read_only=True)
+    for step in steps:
+        try:
+            return checkpoint.read_meta(mngr, step), step
+        except Exception:  # noqa: BLE001 - damaged: the trainer skips it too
+            continue
     return None
 
 
