@@ -114,8 +114,10 @@ def test_hand_worked_forced_win_bitbully():
 def test_make_sets_tiny_recipe():
     import envs
 
+    # The shipped network sees threat planes the plain game has not: it plays through them.
     recipe = [Source(Player("random"), Player("random"), 6),
-              Source(Player("bitbully", epsilon=0.3), Player("random"), 6)]
+              Source(Player("bitbully", epsilon=0.3), Player("random"), 6),
+              Source(Player("policy"), Player("search", 2), 2)]
     exclude = ["", "4"]
     players = solver_sets._Players(envs.make("connect4"), "connect4")
     sets, origin, stats = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
@@ -130,7 +132,7 @@ def test_make_sets_tiny_recipe():
         for p in positions:
             assert solver_sets.set_name(p) == name
             assert connect4_positions.solve(p.moves) == p
-    assert stats["games"] == 12 and stats["solved"] >= sum(len(v) for v in sets.values())
+    assert stats["games"] == 14 and stats["solved"] >= sum(len(v) for v in sets.values())
     again, _, _ = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
                                         log=lambda _: None, players=players)
     assert again == sets  # fixed seeds: the same sets

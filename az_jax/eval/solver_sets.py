@@ -163,8 +163,10 @@ class _Players:
             from az_jax import checkpoint as ckpt
             from az_jax import search as search_lib
 
-            r = ckpt.load(model=self.model, env=self.env)
-            self._restored = (r, search_lib.make_search(self.env, r.net, r.config.search))
+            # The network may see other planes of this game (the shipped `connect4` has
+            # threat planes): it plays on its own env, given our states through `observe`.
+            r = ckpt.load(model=self.model, play_env=self.env)
+            self._restored = (r, search_lib.make_search(r.env, r.net, r.config.search))
         return self._restored
 
     def act(self, player: Player):
@@ -190,6 +192,7 @@ class _Players:
             r, _ = self._network()
 
             def fn(s, k):
+                s = jax.vmap(r.env.observe)(s)
                 logits, _ = r.net.apply(r.variables, s.observation, s.legal_action_mask,
                                         train=False)
                 logits = jnp.where(s.legal_action_mask, logits, jnp.finfo(logits.dtype).min)
@@ -198,6 +201,7 @@ class _Players:
             r, search = self._network()
 
             def fn(s, k):
+                s = jax.vmap(r.env.observe)(s)
                 k_search, k_pick = jax.random.split(k)
                 out = search(r.variables, s, k_search, evaluation=False,
                              num_simulations=player.sims)
