@@ -11,6 +11,8 @@ from az_jax.eval.solver_bench import Position
 from az_jax.eval.solver_sets import Player, Source
 
 SETS = Path(__file__).parent / "data" / "connect4"
+# A second collection, made with another seed and disjoint from the first: never chosen on.
+HELDOUT = Path(__file__).parent / "data" / "connect4_heldout"
 # A random game with nobody winning before the 42nd stone (found by a seeded search).
 DRAWN_GAME = "44136567533446633544223266151557777121712"
 
@@ -73,22 +75,36 @@ def test_board_key_transpositions_and_mirrors():
 
 
 # ------------------------------------------------------------------ the shipped sets
-@pytest.fixture(scope="module")
-def shipped():
-    return {name: solver_bench.read_positions(SETS / f"{name}.txt")
+def _read(directory, allow_empty=False):
+    return {name: solver_bench.read_positions(directory / f"{name}.txt", allow_empty)
             for name in solver_sets.set_names()}
 
 
-def test_shipped_sets_labels_sizes_and_disjoint(shipped):
+@pytest.fixture(scope="module", params=[SETS, HELDOUT], ids=["sets", "heldout"])
+def shipped(request):
+    return _read(request.param)
+
+
+def _keys(sets):
+    return {solver_sets.board_key(p.moves) for v in sets.values() for p in v}
+
+
+@pytest.mark.parametrize("directory", [SETS, HELDOUT], ids=["sets", "heldout"])
+def test_shipped_sets_labels_sizes_and_disjoint(directory):
     keys = set()
-    for name, positions in shipped.items():
-        header = (SETS / f"{name}.txt").read_text().splitlines()[0]
+    sets = _read(directory)
+    for name, positions in sets.items():
+        header = (directory / f"{name}.txt").read_text().splitlines()[0]
         assert len(positions) == 200 or "short of the 200" in header, name
         for p in positions:
             assert solver_sets.set_name(p) == name, (name, p)
             keys.add(solver_sets.board_key(p.moves))
-    total = sum(len(v) for v in shipped.values())
+    total = sum(len(v) for v in sets.values())
     assert len(keys) == total  # no board twice, mirrors included, across all sets
+
+
+def test_heldout_shares_no_board_with_the_sets():
+    assert not _keys(_read(SETS)) & _keys(_read(HELDOUT))
 
 
 @needs_bitbully
@@ -136,6 +152,24 @@ def test_make_sets_tiny_recipe():
     again, _, _ = solver_sets.make_sets(recipe, per_set=5, seed=1, exclude=exclude,
                                         log=lambda _: None, players=players)
     assert again == sets  # fixed seeds: the same sets
+
+
+@needs_bitbully
+def test_make_sets_cli_exclude(tmp_path, monkeypatch):
+    # A tiny recipe (the CLI's own is minutes of games): the second run leaves out the first.
+    monkeypatch.setattr(solver_sets, "DEFAULT_RECIPE", (
+        Source(Player("random"), Player("random"), 30), Source(Player("onestep"),
+                                                                Player("random"), 30)))
+    first, second = tmp_path / "a", tmp_path / "b"
+    argv = ["make-sets", "--per-set", "4", "--seed", "3", "--quiet", "--out"]
+    assert solver_bench.main([*argv, str(first)]) == 0
+    assert solver_bench.main([*argv, str(second), "--exclude", str(first)]) == 0
+    a, b = _read(first, allow_empty=True), _read(second, allow_empty=True)
+    assert _keys(a) and _keys(b) and not _keys(a) & _keys(b)
+    assert f"--exclude {first}" in (second / "beginning_easy.txt").read_text()
+    assert solver_bench.main([*argv, str(tmp_path / "c"), "--exclude",
+                              str(tmp_path / "none")]) == 2  # a clear error, nothing written
+    assert not (tmp_path / "c").exists()
 
 
 # ------------------------------------------------------------------ one table for all sets

@@ -153,12 +153,12 @@ def parse_line(text: str, where: str = "<line>") -> Position | None:
     return Position(moves, score, columns)
 
 
-def read_positions(path) -> list[Position]:
+def read_positions(path, allow_empty: bool = False) -> list[Position]:
     """Reads a solver set file.
 
     Raises:
       FileNotFoundError: no such file. ValueError: a malformed line ("file:line: why") or
-      a file without positions.
+      a file without positions (unless `allow_empty`: a set `make-sets` found none for).
     """
     path = Path(path)
     if not path.is_file():
@@ -169,7 +169,7 @@ def read_positions(path) -> list[Position]:
             pos = parse_line(text, f"{path}:{lineno}")
             if pos is not None:
                 positions.append(pos)
-    if not positions:
+    if not positions and not allow_empty:
         raise ValueError(f"{path}: no positions (expected lines '<moves> <score> [...]')")
     return positions
 

@@ -5,6 +5,8 @@ the best one (win > draw > loss) on solved positions?
         --max-moves 20                                  # needs bitbully (AGPL, optional)
     python -m az_jax.eval.solver_bench evaluate c4_positions.txt --workdir runs/c4 --sims 64
     python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4  # the 9 stratified sets
+    python -m az_jax.eval.solver_bench make-sets --out tests/data/connect4_heldout --seed 1 \
+        --exclude tests/data/connect4                   # a second collection, disjoint
     python -m az_jax.eval.solver_bench evaluate tests/data/connect4 --model connect4 --sims 64
 
 The stratified sets (game phase x difficulty, 200 positions each, from games between agents
@@ -372,15 +374,19 @@ def _make_sets(args) -> None:
         raise ValueError(f"--games-scale={args.games_scale} must be > 0")
     recipe = [dc.replace(s, games=max(2, round(s.games * args.games_scale)))
               for s in solver_sets.DEFAULT_RECIPE]
+    exclude = [p.moves for path in expand_paths(args.exclude or ())
+               for p in read_positions(path, allow_empty=True)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = (lambda text: None) if args.quiet else (lambda text: print(text, flush=True))
-    log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources")
+    log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources"
+        + (f", leaving out {len(exclude)} positions" if exclude else ""))
     sets, origin, stats = solver_sets.make_sets(recipe, args.per_set, args.seed, args.model,
-                                                log=log)
+                                                exclude=exclude, log=log)
     command = (f"python -m az_jax.eval.solver_bench make-sets --out {args.out} --per-set "
                f"{args.per_set} --seed {args.seed} --games-scale {args.games_scale:g} "
-               f"--model {args.model}")
+               f"--model {args.model}"
+               + "".join(f" --exclude {e}" for e in args.exclude or ()))
     recipe_text = "; ".join(f"{s.name} x{s.games}" for s in recipe)
     for name, positions in sets.items():
         ph, diff = name.split("_")
@@ -400,7 +406,9 @@ def _make_sets(args) -> None:
             "every position before a move of those games, deduplicated as boards (move "
             "orders and mirror images count once), sources merged round-robin in a seeded "
             "order, solved by bitbully; positions where no mistake is possible are left "
-            "out; the nine sets are disjoint.\n"
+            "out; the nine sets are disjoint"
+            + (f" (and share no board with the {len(exclude)} positions of "
+               f"{', '.join(args.exclude)})" if exclude else "") + ".\n"
             f"positions here by source: {sources}.\n"
             "format: <moves (columns 1-7)> <score for the side to move> <scores of columns "
             "1..7, x = full> (see az_jax/eval/solver_bench.py, az_jax/eval/solver_sets.py)")
@@ -479,6 +487,10 @@ def main(argv=None) -> int:
                     help="multiply the recipe's games per source (1.0; e.g. 0.1 to try)")
     ms.add_argument("--model", default="connect4",
                     help="shipped model for the network players (connect4)")
+    ms.add_argument("--exclude", action="append", metavar="PATH",
+                    help="solver set files or directories whose boards (and mirror images) "
+                         "the new sets leave out, for a held-out collection disjoint from "
+                         "another (repeatable)")
     ms.add_argument("--quiet", action="store_true", help="no progress lines")
     ev = sub.add_parser("evaluate", help="mistake rates of a checkpoint (network alone, "
                         "with search, and a random player for reference)",
