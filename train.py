@@ -13,11 +13,14 @@ paragraph and exit status 2 (AZ_JAX_DEBUG=1 shows the traceback instead).
 
 import os
 import sys
+import time
 
 from absl import app, flags, logging
 
 from az_jax import config as config_lib
 from az_jax import parallel_setup
+
+STARTED = time.monotonic()  # train.minutes counts from here: start-up is part of the run
 
 
 def define_flags(flag_values: flags.FlagValues, argv: list[str]) -> None:
@@ -69,7 +72,7 @@ def main(argv):
     config = FLAGS.config
     workdir = FLAGS.workdir or os.path.join("runs", config.env.id.replace(":", "_"))
     try:
-        trainer.train_and_evaluate(config, workdir)
+        trainer.train_and_evaluate(config, workdir, started=STARTED)
     except (ValueError, OSError) as e:
         if os.environ.get("AZ_JAX_DEBUG"):  # the full traceback, for bug reports
             raise

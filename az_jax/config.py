@@ -126,6 +126,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "train.batch_size": Int(1),
     "train.updates_per_iteration": Int(1),
     "train.num_iterations": Int(1),
+    "train.minutes": Float(0.0, optional=True),
     "train.warmup_steps": Int(0),
     "train.learning_rate": Float(0.0, low_ok=False),
     "train.weight_decay": Float(0.0),
@@ -351,6 +352,12 @@ def parse_flags(argv: list[str], flag_values: flags.FlagValues,
     if not isinstance(config, config_dict.ConfigDict):
         raise ValueError(f"get_config() in {_config_path(argv)} returned "
                          f"{type(config).__name__}, not an ml_collections.ConfigDict")
+    # A length given on the command line is meant: it turns off the config's time budget
+    # (train.minutes), unless the command gives that too.
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--config.")}
+    if ("--config.train.num_iterations" in given and "--config.train.minutes" not in given
+            and config.get("train", {}).get("minutes")):
+        config.train.minutes = 0.0
     return rest
 
 

@@ -8,6 +8,7 @@ default) replay contents.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -116,6 +117,17 @@ class Setup:
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
         return train_state, games, buffer_state
+
+    def with_iterations(self, num_iterations: int) -> Setup:
+        """This setup for a run of `num_iterations` (the learning-rate schedule is the only
+        thing that changes; the optimizer state keeps its structure)."""
+        config = self.config.copy_and_resolve_references()
+        config.train.num_iterations = int(num_iterations)
+        other = copy.copy(self)
+        other.config = config
+        other.tx = learner.make_optimizer(
+            config.train, config.train.num_iterations * config.train.updates_per_iteration)
+        return other
 
     def train_state(self, variables):
         """A fresh TrainState (step 0, a new optimizer state) around `variables`, on every
@@ -369,13 +381,64 @@ class _StopRequest:
         return False
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
+# Iterations a process times (and two checkpoint writes, within 2 x checkpoint.every)
+# before `train.minutes` fixes the run's length.
+FIT_AFTER = 4
+
+
+def fit_iterations(budget_s: float, elapsed_s: float, done: int, seconds: list[float],
+                   cap: int, *, max_share: float = 0.0, save_s: float = 0.0) -> int:
+    """How many iterations end a run within `budget_s` of wall clock (`train.minutes`).
+
+    `done` iterations have run in `elapsed_s` (start-up and compiles included). Each
+    further one is taken to cost the median of `seconds[1:]` (this process's iteration
+    times; the first one compiled) plus `save_s` (its share of the checkpoint writes),
+    evaluation to take up to `max_share` of the time, and the program rebuilt with the new
+    schedule to compile once more (the first iteration's excess over that median). At least
+    `done`, at most `cap` (train.num_iterations).
+    """
+    median = float(np.median(seconds[1:]))
+    recompile = max(seconds[0] - median, 0.0)
+    left = max(budget_s - elapsed_s - recompile, 0.0)
+    per = median + save_s
+    more = math.floor(left * (1.0 - max_share) / per) if per > 0 else cap
+    return int(min(done + more, cap))
+
+
+def _fit_length(setup: Setup, n: int, fitted_from: str, is_writer: bool, bar) -> Setup:
+    """`setup` for a run of n iterations (a new schedule), logged; every process of a
+    multi-host run takes process 0's n."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        n = int(multihost_utils.broadcast_one_to_all(np.asarray(n, np.int32)))
+    c = setup.config
+    cap = c.train.num_iterations
+    _log(f"train.minutes={c.train.minutes:g}: {fitted_from}, {n} iterations"
+         + (f" (train.num_iterations={cap} is the most)" if n == cap else
+            f" instead of train.num_iterations={cap}; the learning-rate schedule ends there"),
+         is_writer, bar)
+    if bar is not None:
+        bar.total = n
+        bar.refresh()
+    return setup if n == cap else setup.with_iterations(n)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None,
+                       started: float | None = None) -> dict:
     """Trains (or resumes) a run in `workdir` on `devices` (default: all).
+
+    With `train.minutes` > 0, the run's length is fitted to that wall clock once, after
+    its first iterations (`FIT_AFTER`, `fit_iterations`), and kept in its checkpoints: a
+    resumed run ends where the first fit decided. A process also stops (and saves) when
+    another iteration would end past the minutes. `started`: the `time.monotonic()` the
+    minutes count from (train.py passes its own start; default now).
 
     Returns the last iteration's metrics.
     """
     from az_jax import plots
 
+    started = time.monotonic() if started is None else started
     workdir = str(Path(workdir).expanduser())
     devices = list(devices if devices is not None else jax.devices())
     setup = make_setup(config, devices)
@@ -411,8 +474,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         mngr.close()
         _move_aside(workdir, "no checkpoint of it restores", is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
+    fitted = None  # the run's length under train.minutes, once decided
     if restored is not None:
         step, state, buf, meta = restored
+        fitted = meta.get("fitted_iterations")
         ckpt.check_env(meta, env, workdir)
         # A checkpoint without pending plies (older, or saved without them) starts empty.
         train_state = state["train_state"]
@@ -436,6 +501,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
             Path(workdir).mkdir(parents=True, exist_ok=True)
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
+    minutes = config.train.get("minutes", 0.0)
+    bar = _progress(config, start, is_writer)
+    if not minutes:
+        fitted = None  # train.num_iterations rules (and a later train.minutes fits anew)
+    elif fitted is not None:
+        setup = _fit_length(setup, min(fitted, config.train.num_iterations),
+                            "the length this run was given", is_writer, bar)
+        fitted = meta["fitted_iterations"] = setup.config.train.num_iterations
+    num_iterations = setup.config.train.num_iterations
 
     iteration_fn = make_iteration_fn(setup)
     evaluator = None
@@ -446,12 +520,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     metrics_path = Path(workdir) / "metrics.jsonl"
     writer = _tensorboard(workdir) if config.log.tensorboard and is_writer else None
 
-    bar = _progress(config, start, is_writer)
     last = {}
     train_spent = eval_spent = 0.0  # seconds in this process, for eval.max_share
+    seconds = []  # this process's iteration times, for train.minutes
+    saves = []  # and its checkpoint writes' (with the plots)
     told_skip = False
     with _StopRequest() as stop:
         for it in range(start, config.train.num_iterations):
+            if it >= num_iterations:  # (a resumed run that had reached its fitted length)
+                break
             t0 = time.perf_counter()
             key, eval_key = jax.random.split(jax.random.fold_in(loop_key, it))
             train_state, games, buffer_state, m = iteration_fn(
@@ -465,6 +542,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                      "non-finite loss or gradient", is_writer)
             score = None
             train_spent += dt
+            seconds.append(dt)
+            # Fitted once this process has timed FIT_AFTER iterations and two checkpoint
+            # writes (the first one imports and sets up more).
+            if (minutes and fitted is None and len(seconds) >= FIT_AFTER
+                    and (len(saves) >= 2 or len(seconds) > 2 * config.checkpoint.every)):
+                save_s = min(saves, default=0.0)
+                fitted = fit_iterations(
+                    60 * minutes, time.monotonic() - started, it + 1, seconds,
+                    config.train.num_iterations,
+                    max_share=config.eval.get("max_share", 0.0) if evaluator is not None else 0.0,
+                    save_s=save_s / config.checkpoint.every)
+                setup = _fit_length(setup, fitted, f"{np.median(seconds[1:]):.2f} s an "
+                                    f"iteration and {save_s:.2f} s a checkpoint here",
+                                    is_writer, bar)
+                fitted = num_iterations = setup.config.train.num_iterations
+                meta["fitted_iterations"] = fitted
+                if num_iterations != config.train.num_iterations:
+                    iteration_fn = make_iteration_fn(setup)
             due = evaluator is not None and (it + 1) % config.eval.every == 0
             if due and not within_budget(eval_spent, train_spent,
                                          config.eval.get("max_share", 0.0)):
@@ -493,8 +588,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 bar.update(1)
                 bar.set_postfix(games_s=f"{m['games_per_s']:.0f}",
                                 moves_s=f"{m['moves_per_s']:.0f}", loss=f"{m['loss']:.3f}")
-            final = it + 1 == config.train.num_iterations
-            if (it + 1) % config.checkpoint.every == 0 or final or stop.requested:
+            final = it + 1 == num_iterations
+            # Overheads the fit could not foresee (a slow first evaluation, a busy machine)
+            # end the run with the minutes, the schedule nearly done.
+            time_up = bool(minutes) and not final and time_is_up(started, minutes, seconds)
+            if (it + 1) % config.checkpoint.every == 0 or final or stop.requested or time_up:
+                t_save = time.monotonic()
                 state = {"train_state": train_state, "games": games.states,
                          "best_params": best["params"], "best_batch_stats": best["batch_stats"],
                          **_pending_item(games)}
@@ -502,15 +601,34 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                           buffer_state if config.checkpoint.save_replay else None, score)
                 if is_writer:
                     plots.write_training_plots(workdir)
-            if stop.requested:
+                saves.append(time.monotonic() - t_save)
+            if stop.requested and not final:
                 _log(f"stopped at iteration {it + 1}; run the same command to resume",
                      is_writer, bar)
+            elif time_up:
+                _log(f"train.minutes={minutes:g} are up at iteration {it + 1} of "
+                     f"{num_iterations}; the same command trains on to {num_iterations}",
+                     is_writer, bar)
+            if stop.requested or final or time_up:
                 break
     if bar is not None:
         bar.close()
     if writer is not None:
         writer.close()
     return last
+
+
+def time_is_up(started: float, minutes: float, seconds: list[float]) -> bool:
+    """Whether another iteration (the median of `seconds[1:]`, this process's iteration
+    times after the first) would end past `minutes` after `started` (`time.monotonic()`).
+    Every process of a multi-host run takes process 0's answer."""
+    per = float(np.median(seconds[1:])) if len(seconds) > 1 else 0.0
+    up = time.monotonic() - started + per > 60 * minutes
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        up = bool(multihost_utils.broadcast_one_to_all(np.asarray(up)))
+    return up
 
 
 def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bool:

@@ -28,9 +28,10 @@ import envs
 
 # Fields (or groups, ending in ".") a resumed run may take from the command instead of the
 # run: they change no array in the checkpoint. `train.num_iterations` also rescales the
-# learning-rate schedule from the current step on; `train.init_from` only seeds a new run.
-MAY_CHANGE = ("train.num_iterations", "train.init_from", "eval.", "log.", "checkpoint.every",
-              "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
+# learning-rate schedule from the current step on (a run fitted to `train.minutes` keeps
+# its fitted length); `train.init_from` only seeds a new run.
+MAY_CHANGE = ("train.num_iterations", "train.minutes", "train.init_from", "eval.", "log.",
+              "checkpoint.every", "checkpoint.keep", "checkpoint.save_replay", "checkpoint.restart",
               "search.eval_tactics", "search.eval_sims_per_considered",
               "search.eval_value_scale",
               "search.threat_depth", "search.threat_width")

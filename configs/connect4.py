@@ -41,8 +41,11 @@ def get_config():
         # round's winner is the value head below, the fifth's the threat planes above; in
         # the sixth, 4 considered moves in self-play did worse than all 7.
         # 1100 iterations: ~15 minutes with evaluation at 0.77 s each on 2 idle cores;
-        # on slower days this machine took 1.1-1.4 s (then ~25 minutes).
+        # on slower days this machine took 1.1-1.4 s (then ~25 minutes), and a slower
+        # 2-core machine 3.5-4 s. train.minutes fits the run (and its schedule) to 15
+        # minutes where 1100 iterations take longer (README, Training, "Stop 43").
         c.train.learning_rate = 2e-2
+        c.train.minutes = 15.0
     else:
         default.size(c, **dict(default.ACCELERATOR, iterations=400))
         # 1e-2, as the CPU's learning-rate rounds point: the shipped `connect4` (stop 32,

@@ -101,6 +101,11 @@ def get_config() -> ml_collections.ConfigDict:
 
     c.train = ml_collections.ConfigDict()
     c.train.num_iterations = 200  # self-play + learning iterations
+    # A wall-clock budget: > 0 fits the run's length (and its learning-rate schedule) to
+    # this many minutes after its first iterations, train.num_iterations being the most;
+    # kept when the run resumes. 0 = train.num_iterations, whatever the time. A
+    # --config.train.num_iterations on the command line sets it to 0 unless it is given too.
+    c.train.minutes = 0.0
     c.train.updates_per_iteration = 32  # gradient steps per iteration
     c.train.batch_size = 256  # positions per gradient step
     c.train.optimizer = "adamw"  # adamw | sgd

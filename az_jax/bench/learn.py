@@ -47,10 +47,12 @@ HELP = ("train for --minutes, then mistake rate (solver sets) or ladder score pe
         "checkpoint vs minutes: learn.json + learn.png")
 DESCRIPTION = __doc__.split("\n\n", 1)[1] + """
 The bench itself sets --config.eval.every=0 (no evaluation inside the timed run),
-checkpoint.save_replay=False, a large checkpoint.keep and no progress bar; the config's
-train.num_iterations (and with it the learning-rate schedule) is kept, so a run that
-finishes its iterations before --minutes stops there. Config overrides: --config.a.b=v (as
-train.py). The machine's load average is recorded: other work slows
+checkpoint.save_replay=False, a large checkpoint.keep, no progress bar and
+train.minutes=--minutes: the run fits its length, and with it the learning-rate schedule,
+to the minutes (train.num_iterations is the most; a run that finishes them earlier stops
+there). For runs that repeat to the last digit, give a fixed length instead:
+--config.train.minutes=0 --config.train.num_iterations=N. Config overrides: --config.a.b=v
+(as train.py). The machine's load average is recorded: other work slows
 training, so the same iteration comes at a later minute (the curve moves right)."""
 
 
@@ -390,7 +392,8 @@ def run(args: argparse.Namespace) -> dict:
             raise SystemExit(f"error: --sets: no file or directory {args.sets}")
     workdir = Path(args.workdir or ROOT / "runs" /
                    f"learn-{env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}", *user]
+    overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}",
+                 f"train.minutes={args.minutes:g}", *user]
     log = lambda text: print(text, flush=True)
     if args.stage == "evaluate":
         if args.workdir is None or not ((workdir / "train.json").is_file()

@@ -1,0 +1,103 @@
+"""train.minutes: a run's length (and its learning-rate schedule) fitted once to a
+wall-clock budget, after its first iterations, and kept when the run resumes."""
+
+import json
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from az_jax import checkpoint as ckpt
+from az_jax import config as config_lib
+from az_jax import learner, trainer
+from configs import tictactoe
+from tests.tiny import tiny_training
+
+
+def test_fit_iterations_by_hand():
+    fit = trainer.fit_iterations
+    # 10 done in 30 s of a 600 s budget; after the first (compiling) iteration they take
+    # 2 s (the median of 2, 2.5, 1.5), and the rebuilt program compiles in 12 - 2 = 10 s:
+    # 560 s left, 90% of it training (eval.max_share 0.1): 252 more.
+    assert fit(600, 30, 10, [12, 2, 2.5, 1.5], 1000, max_share=0.1) == 262
+    assert fit(600, 30, 10, [12, 2, 2.5, 1.5], 1000) == 290
+    # A checkpoint write of 4 s every 5 iterations: 2.8 s an iteration, 560 / 2.8 = 200 more.
+    assert fit(600, 30, 10, [12, 2, 2.5, 1.5], 1000, save_s=4 / 5) == 210
+    assert fit(600, 30, 10, [12, 2, 2.5, 1.5], 100, max_share=0.1) == 100  # the most
+    assert fit(20, 30, 10, [12, 2, 2.5, 1.5], 1000, max_share=0.1) == 10  # spent
+    # One slow iteration (an evaluation's neighbour, a busy machine) does not move the median.
+    assert fit(600, 30, 10, [12, 2, 9.0, 2], 1000) == 290
+
+
+def _config(**changes):
+    c = tiny_training(tictactoe.get_config(), **changes)
+    c.checkpoint.every = 1  # the fit waits for two checkpoint writes
+    return c
+
+
+def _iterations(workdir) -> list[int]:
+    rows = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(r)["iteration"] for r in rows]
+
+
+def _fitted(workdir):
+    mngr = ckpt.manager(str(workdir))
+    try:
+        step = mngr.latest_step()
+        return step, ckpt.read_meta(mngr, step).get("fitted_iterations")
+    finally:
+        mngr.close()
+
+
+def test_with_iterations_gives_the_schedule_of_that_length():
+    c = _config(train__num_iterations=10, train__updates_per_iteration=2, train__warmup_steps=0)
+    setup = trainer.make_setup(c)
+    short = setup.with_iterations(3)
+    assert short.config.train.num_iterations == 3 and c.train.num_iterations == 10
+    # With one constant gradient, Adam's step is the learning rate itself: read the
+    # schedule off the updates, against optax's schedule for 3 x 2 steps.
+    want = learner.make_schedule(c.train, 3 * 2)
+    params = {"w": jnp.zeros(3)}
+    state = short.tx.init(params)
+    for step in range(6):
+        updates, state = short.tx.update({"w": jnp.ones(3)}, state, params)
+        np.testing.assert_allclose(-updates["w"], want(step), rtol=1e-4)
+    assert float(want(5)) < 0.1 * float(learner.make_schedule(c.train, 10 * 2)(5))
+
+
+@pytest.mark.slow
+def test_minutes_that_are_up_end_the_run_saved_and_the_same_command_goes_on(tmp_path, capsys):
+    # A budget of a few milliseconds, spent by the first compile: the run saves after its
+    # first iteration and stops, before any fit; the same command trains one more.
+    c = _config(train__num_iterations=8, train__minutes=1e-4)
+    trainer.train_and_evaluate(c, str(tmp_path))
+    assert _iterations(tmp_path) == [1] and _fitted(tmp_path) == (1, None)
+    assert "train.minutes=0.0001 are up at iteration 1 of 8" in capsys.readouterr().out
+    trainer.train_and_evaluate(c, str(tmp_path))
+    assert _iterations(tmp_path) == [1, 2] and _fitted(tmp_path) == (2, None)
+
+
+@pytest.mark.slow
+def test_a_fitted_length_is_kept_on_resume(tmp_path):
+    n = trainer.FIT_AFTER + 1
+    # An ample budget: fitted after FIT_AFTER iterations to train.num_iterations, the most.
+    trainer.train_and_evaluate(_config(train__num_iterations=n, train__minutes=60.0),
+                               str(tmp_path))
+    assert _iterations(tmp_path) == list(range(1, n + 1)) and _fitted(tmp_path) == (n, n)
+    # The same budget with a larger most: the run has its length; nothing more is trained.
+    trainer.train_and_evaluate(_config(train__num_iterations=n + 4, train__minutes=60.0),
+                               str(tmp_path))
+    assert _iterations(tmp_path) == list(range(1, n + 1))
+    # A fixed length instead trains on to it.
+    trainer.train_and_evaluate(_config(train__num_iterations=n + 2), str(tmp_path))
+    assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, None)
+
+
+def test_a_length_on_the_command_line_turns_the_budget_off():
+    c4 = str(Path(__file__).parent.parent / "configs" / "connect4.py")
+    assert config_lib.load(c4).train.minutes == 15.0  # the CPU variant (tests run on a CPU)
+    assert config_lib.load(c4, ["train.num_iterations=50"]).train.minutes == 0.0
+    both = config_lib.load(c4, ["train.num_iterations=50", "train.minutes=5"])
+    assert (both.train.num_iterations, both.train.minutes) == (50, 5.0)
+    assert config_lib.load(c4, ["train.minutes=5"]).train.num_iterations == 1100
