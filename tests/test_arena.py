@@ -138,6 +138,34 @@ def test_onestep_beats_random():
     assert res.score > 0.7 and res.interval()[0] > 0.6, res
 
 
+@pytest.mark.parametrize("env, a, b, opening", [
+    (TTT, FIRST, LAST, 2),
+    (C4, C4_AGENTS.onestep(), C4_AGENTS.random(), 3),
+    (C4, C4_AGENTS.random(), C4_AGENTS.random(), 0),
+])
+def test_host_match_plays_the_same_games(env, a, b, opening):
+    """The CPU's ply loop over jitted parts and the one-program match: the same keys give
+    the same games, game for game."""
+    outs = [jax.device_get(MatchRunner(env, 24, opening_plies=opening, host=host)
+                           .match_fn(a, b)(None, None, jax.random.PRNGKey(3)))
+            for host in (True, False)]
+    for k in ("outcome", "a_first", "finished", "plies"):
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+    assert len(set(np.asarray(outs[0]["plies"]).tolist())) > 1  # not one game repeated
+
+
+def test_host_match_compiles_each_player_once():
+    runner = MatchRunner(C4, 8)
+    assert runner.host  # the default on a CPU
+    rnd, one = C4_AGENTS.random(), C4_AGENTS.onestep()
+    runner.play(one, rnd, jax.random.PRNGKey(0))
+    compiled = [f._cache_size() for f in runner._acts.values()]  # (jit's cache is shared
+    for a, b in [(one, one), (rnd, one)]:                         # by other tests' runners)
+        runner.play(a, b, jax.random.PRNGKey(0))
+    assert runner.num_compiled == 3 and sorted(runner._acts) == ["onestep", "random"]
+    assert [f._cache_size() for f in runner._acts.values()] == compiled  # nothing new
+
+
 def test_odd_or_tiny_game_counts():
     assert MatchRunner(TTT, 7).num_games == 8
     assert MatchRunner(TTT, 1000, batch_size=300).num_games == 1200

@@ -126,6 +126,76 @@ def take(tree, idx):
     return jax.tree.map(lambda x: x[idx], tree)
 
 
+class _Pieces(NamedTuple):
+    """One match's steps, shared by the two drivers (`make_match`: one program;
+    `make_host_match`: plies looped from Python); see `make_match` for the semantics."""
+
+    start: Callable  # key -> (states, keys)
+    opening: Callable  # (states, keys, t) -> (actions, moved)
+    select: Callable  # (states, keys, t) -> (A's states, B's states, A's key, B's key, sel)
+    merge: Callable  # (A's actions, B's actions, sel) -> (actions, moved)
+    advance: Callable  # (states, total, actions, moved, keys, t) -> (states, total)
+    finish: Callable  # (states, total) -> per-game arrays
+    cap: int
+    opening_plies: int
+
+
+def _pieces(env, num_games: int, max_plies: int | None, opening_plies: int) -> _Pieces:
+    if num_games < 2 or num_games % 2:
+        raise ValueError(f"num_games={num_games}: use an even number >= 2 (half the games "
+                         "with each colour)")
+    half = num_games // 2
+    cap = int(max_plies or default_max_plies(env))
+    a_color = jnp.repeat(jnp.array([0, 1], jnp.int32), half)  # A's player id per game
+    pair = jnp.arange(num_games, dtype=jnp.int32) % half
+    per_game = jax.vmap(jax.random.fold_in, in_axes=(None, 0))
+
+    def start(key):
+        k_init, k_open, k_act, k_step = jax.random.split(key, 4)
+        return jax.vmap(env.init)(per_game(k_init, pair)), (k_open, k_act, k_step)
+
+    def opening(states, keys, t):
+        per = per_game(jax.random.fold_in(keys[0], t), pair)
+        actions = jax.vmap(lambda k, m: random_legal(k, m[None])[0])(
+            per, states.legal_action_mask)
+        return actions, ~states.done
+
+    def select(states, keys, t):
+        k_a, k_b = jax.random.split(jax.random.fold_in(keys[1], t))
+        a_moves = ~states.done & (states.current_player == a_color)
+        b_moves = ~states.done & (states.current_player != a_color)
+        # Stable sort: the games where the player is to move come first. With players
+        # alternating, at most N/2 games need each player at any ply (one per pair).
+        idx_a = jnp.argsort(~a_moves, stable=True)[:half]
+        idx_b = jnp.argsort(~b_moves, stable=True)[:half]
+        return take(states, idx_a), take(states, idx_b), k_a, k_b, (idx_a, idx_b, a_moves,
+                                                                    b_moves)
+
+    def merge(act_a, act_b, sel):
+        idx_a, idx_b, a_moves, b_moves = sel
+        actions = jnp.zeros(num_games, jnp.int32)
+        actions = actions.at[idx_a].set(jnp.where(a_moves[idx_a], act_a, actions[idx_a]))
+        actions = actions.at[idx_b].set(jnp.where(b_moves[idx_b], act_b, actions[idx_b]))
+        moved = jnp.zeros(num_games, jnp.bool_).at[idx_a].set(a_moves[idx_a])
+        moved = moved.at[idx_b].set(moved[idx_b] | b_moves[idx_b])
+        return actions, moved
+
+    def advance(states, total, actions, moved, keys, t):
+        step_keys = per_game(jax.random.fold_in(keys[2], t), pair)
+        nxt = jax.vmap(env.step)(states, actions, step_keys)
+        states = jax.tree.map(
+            lambda n, s: jnp.where(moved.reshape((-1,) + (1,) * (s.ndim - 1)), n, s),
+            nxt, states)
+        return states, total + jnp.where(moved[:, None], nxt.rewards, 0.0)
+
+    def finish(states, total):
+        mine = total[jnp.arange(num_games), a_color]
+        return {"outcome": jnp.sign(mine), "a_first": a_color == 0,
+                "finished": states.done, "plies": states.step_count}
+
+    return _Pieces(start, opening, select, merge, advance, finish, cap, int(opening_plies))
+
+
 def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | None = None,
                opening_plies: int = 0):
     """Builds `match(params_a, params_b, key) -> dict of per-game arrays` (not jitted).
@@ -141,65 +211,63 @@ def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | 
     Raises:
       ValueError: `num_games` odd or < 2.
     """
-    if num_games < 2 or num_games % 2:
-        raise ValueError(f"num_games={num_games}: use an even number >= 2 (half the games "
-                         "with each colour)")
-    half = num_games // 2
-    cap = int(max_plies or default_max_plies(env))
-    a_color = jnp.repeat(jnp.array([0, 1], jnp.int32), half)  # A's player id per game
-    pair = jnp.arange(num_games, dtype=jnp.int32) % half
-    per_game = jax.vmap(jax.random.fold_in, in_axes=(None, 0))
+    p = _pieces(env, num_games, max_plies, opening_plies)
 
     def match(params_a, params_b, key):
-        k_init, k_open, k_act, k_step = jax.random.split(key, 4)
-        states = jax.vmap(env.init)(per_game(k_init, pair))
-
-        def opening(states, t):
-            keys = per_game(jax.random.fold_in(k_open, t), pair)
-            actions = jax.vmap(lambda k, m: random_legal(k, m[None])[0])(
-                keys, states.legal_action_mask)
-            return actions, ~states.done
+        states, keys = p.start(key)
 
         def agents(states, t):
-            k_a, k_b = jax.random.split(jax.random.fold_in(k_act, t))
-            a_moves = ~states.done & (states.current_player == a_color)
-            b_moves = ~states.done & (states.current_player != a_color)
-            # Stable sort: the games where the player is to move come first. With players
-            # alternating, at most N/2 games need each player at any ply (one per pair).
-            idx_a = jnp.argsort(~a_moves, stable=True)[:half]
-            idx_b = jnp.argsort(~b_moves, stable=True)[:half]
-            act_a_ = act_a(params_a, take(states, idx_a), k_a)
-            act_b_ = act_b(params_b, take(states, idx_b), k_b)
-            actions = jnp.zeros(num_games, jnp.int32)
-            actions = actions.at[idx_a].set(jnp.where(a_moves[idx_a], act_a_, actions[idx_a]))
-            actions = actions.at[idx_b].set(jnp.where(b_moves[idx_b], act_b_, actions[idx_b]))
-            moved = jnp.zeros(num_games, jnp.bool_).at[idx_a].set(a_moves[idx_a])
-            moved = moved.at[idx_b].set(moved[idx_b] | b_moves[idx_b])
-            return actions, moved
+            states_a, states_b, k_a, k_b, sel = p.select(states, keys, t)
+            return p.merge(act_a(params_a, states_a, k_a), act_b(params_b, states_b, k_b), sel)
 
         def cond(carry):
             t, states, _ = carry
-            return (t < cap) & ~jnp.all(states.done)
+            return (t < p.cap) & ~jnp.all(states.done)
 
         def body(carry):
             t, states, total = carry
-            if opening_plies > 0:
-                actions, moved = jax.lax.cond(t < opening_plies, opening, agents, states, t)
+            if p.opening_plies > 0:
+                opening = lambda states, t: p.opening(states, keys, t)
+                actions, moved = jax.lax.cond(t < p.opening_plies, opening, agents, states, t)
             else:
                 actions, moved = agents(states, t)
-            step_keys = per_game(jax.random.fold_in(k_step, t), pair)
-            nxt = jax.vmap(env.step)(states, actions, step_keys)
-            states = jax.tree.map(
-                lambda n, s: jnp.where(moved.reshape((-1,) + (1,) * (s.ndim - 1)), n, s),
-                nxt, states)
-            total = total + jnp.where(moved[:, None], nxt.rewards, 0.0)
+            states, total = p.advance(states, total, actions, moved, keys, t)
             return t + 1, states, total
 
         init = (jnp.int32(0), states, jnp.zeros((num_games, 2), jnp.float32))
         _, states, total = jax.lax.while_loop(cond, body, init)
-        mine = total[jnp.arange(num_games), a_color]
-        return {"outcome": jnp.sign(mine), "a_first": a_color == 0,
-                "finished": states.done, "plies": states.step_count}
+        return p.finish(states, total)
+
+    return match
+
+
+def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act):
+    """`make_match`'s games (the same keys, the same results) with the plies looped from
+    Python: `pieces` (from `_pieces`, jitted) and the players' `act` functions (jitted)
+    are called one ply at a time.
+
+    For the CPU, where compiling dominates a match: each player's search compiles once,
+    and is reused against every opponent (and on both sides of a self-match), instead of
+    once inside each pairing's program. The training evaluator's first evaluation of the
+    CPU Connect4 config compiled for ~115 s of its ~130 (README, Evaluation)."""
+    p = pieces
+
+    def match(params_a, params_b, key):
+        states, keys = p.start(key)
+        num_games = states.current_player.shape[0]
+        total = jnp.zeros((num_games, 2), jnp.float32)
+        for ply in range(p.cap):
+            if bool(jnp.all(states.done)):
+                break
+            t = jnp.int32(ply)
+            if ply < p.opening_plies:
+                actions, moved = p.opening(states, keys, t)
+            else:
+                states_a, states_b, k_a, k_b, sel = p.select(states, keys, t)
+                actions, moved = p.merge(act_a(params_a, states_a, k_a),
+                                         act_b(params_b, states_b, k_b), sel)
+            states, total = p.advance(states, total, actions, moved, keys, t)
+        return p.finish(states, total)
 
     return match
 
@@ -228,10 +296,13 @@ class MatchRunner:
       batch_size: the most games in one jitted call.
       max_plies: ply cap (default: `default_max_plies(env)`).
       opening_plies: random plies at the start of each pair of games.
+      host: plies looped from Python over each player's jitted moves (`make_host_match`),
+        instead of one program per pairing (`make_match`); default: on a CPU.
     """
 
     def __init__(self, env, num_games: int, *, batch_size: int = 512,
-                 max_plies: int | None = None, opening_plies: int = 0):
+                 max_plies: int | None = None, opening_plies: int = 0,
+                 host: bool | None = None):
         if num_games < 1:
             raise ValueError(f"num_games={num_games} must be >= 1")
         if batch_size < 2:
@@ -245,15 +316,30 @@ class MatchRunner:
         self.max_plies = max_plies
         self.opening_plies = int(opening_plies)
         self.device = jax.local_devices()[0]
+        self.host = self.device.platform == "cpu" if host is None else bool(host)
         self._compiled: dict[tuple, Callable] = {}
+        self._acts: dict[str, Callable] = {}  # host matches: jitted moves per player kind
+        self._pieces = None
 
     def match_fn(self, player_a: Player, player_b: Player) -> Callable:
-        """The jitted `match(params_a, params_b, key)` for these two kinds (cached)."""
+        """The `match(params_a, params_b, key)` for these two kinds (cached; jitted, or
+        with `host` a Python loop over jitted parts)."""
         key = (player_a.kind, player_b.kind, self.batch)
         if key not in self._compiled:
-            self._compiled[key] = jax.jit(make_match(
-                self.env, player_a.act, player_b.act, self.batch, max_plies=self.max_plies,
-                opening_plies=self.opening_plies))
+            if self.host:
+                if self._pieces is None:
+                    parts = _pieces(self.env, self.batch, self.max_plies, self.opening_plies)
+                    self._pieces = parts._replace(**{
+                        f: jax.jit(getattr(parts, f)) for f in
+                        ("start", "opening", "select", "merge", "advance", "finish")})
+                for p in (player_a, player_b):
+                    self._acts.setdefault(p.kind, jax.jit(p.act))
+                self._compiled[key] = make_host_match(
+                    self._pieces, self._acts[player_a.kind], self._acts[player_b.kind])
+            else:
+                self._compiled[key] = jax.jit(make_match(
+                    self.env, player_a.act, player_b.act, self.batch,
+                    max_plies=self.max_plies, opening_plies=self.opening_plies))
         return self._compiled[key]
 
     @property
