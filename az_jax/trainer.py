@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,8 @@ from az_jax import config as config_lib
 from az_jax import learner, network, parallel, replay, search, selfplay
 from az_jax import workdir as runs
 from az_jax.parallel import DATA
+
+T = TypeVar("T")
 
 
 def targets_mode(config: ml_collections.ConfigDict) -> str:
@@ -408,10 +410,7 @@ def fit_iterations(budget_s: float, elapsed_s: float, done: int, seconds: list[f
 def _fit_length(setup: Setup, n: int, fitted_from: str, is_writer: bool, bar) -> Setup:
     """`setup` for a run of n iterations (a new schedule), logged; every process of a
     multi-host run takes process 0's n."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        n = int(multihost_utils.broadcast_one_to_all(np.asarray(n, np.int32)))
+    n = _from_process0(n)
     c = setup.config
     cap = c.train.num_iterations
     _log(f"train.minutes={c.train.minutes:g}: {fitted_from}, {n} iterations"
@@ -475,9 +474,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         _move_aside(workdir, "no checkpoint of it restores", is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
     fitted = None  # the run's length under train.minutes, once decided
+    older = False  # a run made before train.minutes existed
     if restored is not None:
         step, state, buf, meta = restored
         fitted = meta.get("fitted_iterations")
+        older = "minutes" not in (meta.get("config") or {}).get("train", {"minutes": 0})
         ckpt.check_env(meta, env, workdir)
         # A checkpoint without pending plies (older, or saved without them) starts empty.
         train_state = state["train_state"]
@@ -505,6 +506,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     bar = _progress(config, start, is_writer)
     if not minutes:
         fitted = None  # train.num_iterations rules (and a later train.minutes fits anew)
+    elif fitted is None and older:  # fitting it now would cut its schedule short mid-run
+        fitted = meta["fitted_iterations"] = config.train.num_iterations
+        _log(f"train.minutes={minutes:g} is not applied: this run was made before "
+             f"train.minutes existed, so it keeps its {fitted} iterations and their "
+             "learning-rate schedule (--config.train.num_iterations=N gives it another "
+             "length)", is_writer, bar)
     elif fitted is not None:
         setup = _fit_length(setup, min(fitted, config.train.num_iterations),
                             "the length this run was given", is_writer, bar)
@@ -623,12 +630,7 @@ def time_is_up(started: float, minutes: float, seconds: list[float]) -> bool:
     times after the first) would end past `minutes` after `started` (`time.monotonic()`).
     Every process of a multi-host run takes process 0's answer."""
     per = float(np.median(seconds[1:])) if len(seconds) > 1 else 0.0
-    up = time.monotonic() - started + per > 60 * minutes
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        up = bool(multihost_utils.broadcast_one_to_all(np.asarray(up)))
-    return up
+    return _from_process0(time.monotonic() - started + per > 60 * minutes)
 
 
 def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bool:
@@ -636,12 +638,17 @@ def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bo
     has taken at most that share of this process's time (training + evaluation; the first
     one always runs). 0 = no cap. Every process of a multi-host run takes process 0's
     answer (the matches are collective)."""
-    ok = not max_share or eval_spent <= max_share * (eval_spent + train_spent)
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
+    return _from_process0(not max_share or eval_spent <= max_share * (eval_spent + train_spent))
 
-        ok = bool(multihost_utils.broadcast_one_to_all(np.asarray(ok)))
-    return ok
+
+def _from_process0(x: T) -> T:
+    """`x` (a bool or an int) as process 0 of a multi-host run has it: a decision every
+    process takes alike (a host's clock decides it, and the programs are collective)."""
+    if jax.process_count() == 1:
+        return x
+    from jax.experimental import multihost_utils
+
+    return type(x)(multihost_utils.broadcast_one_to_all(np.asarray(x, np.int32)))
 
 
 def init_variables(source: str, setup: Setup) -> dict:

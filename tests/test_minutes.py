@@ -94,6 +94,21 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path):
     assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, None)
 
 
+@pytest.mark.slow
+def test_a_run_made_before_train_minutes_keeps_its_length(tmp_path, capsys):
+    old = _config(train__num_iterations=2)
+    with old.unlocked():
+        del old.train["minutes"]  # the config of a run made before the field existed
+    trainer.train_and_evaluate(old, str(tmp_path))
+    assert "minutes" not in json.loads((tmp_path / "config.json").read_text())["train"]
+    # Resumed by a command with a budget: not fitted (a fit from where it stands would cut
+    # its schedule mid-run); it trains to its train.num_iterations, kept as its length.
+    trainer.train_and_evaluate(_config(train__num_iterations=4, train__minutes=60.0),
+                               str(tmp_path))
+    assert _iterations(tmp_path) == [1, 2, 3, 4] and _fitted(tmp_path) == (4, 4)
+    assert "this run was made before train.minutes existed" in capsys.readouterr().out
+
+
 def test_a_length_on_the_command_line_turns_the_budget_off():
     c4 = str(Path(__file__).parent.parent / "configs" / "connect4.py")
     assert config_lib.load(c4).train.minutes == 15.0  # the CPU variant (tests run on a CPU)
