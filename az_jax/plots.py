@@ -5,7 +5,8 @@
   elo.png        Elo of the network over iterations      (from elo.json)
 
 `write_training_plots(workdir)` writes whichever of them has data; the trainer calls it at
-every checkpoint and `python -m az_jax.evaluate` after each evaluation.
+a checkpoint once a minute at most (`trainer.PLOT_EVERY_S`) and at its last one, and
+`python -m az_jax.evaluate` after each evaluation.
 """
 
 from __future__ import annotations

@@ -386,6 +386,9 @@ class _StopRequest:
 # Iterations a process times (and two checkpoint writes, within 2 x checkpoint.every)
 # before `train.minutes` fixes the run's length.
 FIT_AFTER = 4
+# Seconds between two writes of the training plots (at a checkpoint; the last checkpoint
+# always writes them): matplotlib takes ~0.5 s, as much as the checkpoint itself.
+PLOT_EVERY_S = 60.0
 
 
 def fit_iterations(budget_s: float, elapsed_s: float, done: int, seconds: list[float],
@@ -530,7 +533,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     last = {}
     train_spent = eval_spent = 0.0  # seconds in this process, for eval.max_share
     seconds = []  # this process's iteration times, for train.minutes
-    saves = []  # and its checkpoint writes' (with the plots)
+    saves = []  # and its checkpoint writes' (with the plots, when written)
+    plotted = -math.inf  # when the plots were last written
     told_skip = False
     with _StopRequest() as stop:
         for it in range(start, config.train.num_iterations):
@@ -606,8 +610,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                          **_pending_item(games)}
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
-                if is_writer:
+                last_save = final or stop.requested or time_up
+                if is_writer and (last_save or time.monotonic() - plotted >= PLOT_EVERY_S):
                     plots.write_training_plots(workdir)
+                    plotted = time.monotonic()
                 saves.append(time.monotonic() - t_save)
             if stop.requested and not final:
                 _log(f"stopped at iteration {it + 1}; run the same command to resume",
