@@ -166,6 +166,23 @@ def test_host_match_compiles_each_player_once():
     assert [f._cache_size() for f in runner._acts.values()] == compiled  # nothing new
 
 
+def test_host_match_compiles_each_part_once_in_its_first_match():
+    # A network's search (its parameters placed on the device, and so its moves) against a
+    # rule-based player, each move function of its own (jit's cache is its own), and the
+    # runner's own parts. The first ply's arrays must be placed as the later plies' are,
+    # or each part compiles twice (every search did, until the key and totals were placed).
+    s = _setup(False)
+    net = players.PlayerFactory(TTT, s.net, s.search)
+    me = net.network(network.init_variables(s.net, TTT, jax.random.PRNGKey(0)), "me", 4)
+    rnd = players.PlayerFactory(TTT).random()
+    plain = Player("plain", "plain", lambda params, states, key: rnd.act(None, states, key))
+    runner = MatchRunner(TTT, 8, opening_plies=2)
+    runner.play(me, plain, jax.random.PRNGKey(0))
+    assert {k: f._cache_size() for k, f in runner._acts.items()} == {"mcts:4": 1, "plain": 1}
+    parts = ("start", "opening", "select", "merge", "advance", "finish")
+    assert {f: getattr(runner._pieces, f)._cache_size() for f in parts} == dict.fromkeys(parts, 1)
+
+
 def test_odd_or_tiny_game_counts():
     assert MatchRunner(TTT, 7).num_games == 8
     assert MatchRunner(TTT, 1000, batch_size=300).num_games == 1200

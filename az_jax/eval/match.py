@@ -255,7 +255,8 @@ def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act):
     def match(params_a, params_b, key):
         states, keys = p.start(key)
         num_games = states.current_player.shape[0]
-        total = jnp.zeros((num_games, 2), jnp.float32)
+        # Placed as `advance` will return it (one compile of `advance`, not two).
+        total = jax.device_put(jnp.zeros((num_games, 2), jnp.float32), states.done.sharding)
         for ply in range(p.cap):
             if bool(jnp.all(states.done)):
                 break
@@ -360,7 +361,11 @@ class MatchRunner:
         result = None
         for i in range(self.calls):
             t0 = time.perf_counter()
-            out = jax.block_until_ready(fn(params_a, params_b, jax.random.fold_in(key, i)))
+            # The key on the device too: every array the match makes is then committed to
+            # it, as its moves are (uncommitted ones at the first ply compiled each
+            # player's search twice, ~15 s for a network's on a CPU).
+            k = jax.device_put(jax.random.fold_in(key, i), self.device)
+            out = jax.block_until_ready(fn(params_a, params_b, k))
             part = summarize(out, player_a.name, player_b.name, time.perf_counter() - t0)
             result = part if result is None else result + part
             if progress is not None:
