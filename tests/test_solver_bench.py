@@ -170,6 +170,16 @@ def test_benchmark_rows(positions):
     assert "onestep" in solver_bench.format_rows(rows)
 
 
+def test_benchmark_compiles_once_for_sets_of_other_sizes(positions):
+    one = players.PlayerFactory(C4).onestep()
+    # A move function of its own: jit's cache is per function.
+    fresh = players.Player("fresh", "fresh", lambda params, states, key: one.act(None, states, key))
+    sets = {"a": positions[:40], "b": positions[40:73]}
+    rows = solver_bench.benchmark(C4, [fresh], sets, jax.random.PRNGKey(0))
+    assert [r["positions"] for r in rows] == [40, 33]
+    assert jax.jit(fresh.act)._cache_size() == 1
+
+
 # ------------------------------------------------------------------ with bitbully
 @needs_bitbully
 def test_labels_agree_with_bitbully(positions):
