@@ -178,6 +178,9 @@ def test_host_match_compiles_each_part_once_in_its_first_match():
     plain = Player("plain", "plain", lambda params, states, key: rnd.act(None, states, key))
     runner = MatchRunner(TTT, 8, opening_plies=2)
     runner.play(me, plain, jax.random.PRNGKey(0))
+    # and a caller of the match itself, whose key is not placed on the device
+    runner.match_fn(me, plain)(jax.device_put(me.params, runner.device), None,
+                               jax.random.PRNGKey(1))
     assert {k: f._cache_size() for k, f in runner._acts.items()} == {"mcts:4": 1, "plain": 1}
     parts = ("start", "opening", "select", "merge", "advance", "finish")
     assert {f: getattr(runner._pieces, f)._cache_size() for f in parts} == dict.fromkeys(parts, 1)

@@ -241,10 +241,10 @@ def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | 
     return match
 
 
-def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act):
+def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act, device: jax.Device):
     """`make_match`'s games (the same keys, the same results) with the plies looped from
     Python: `pieces` (from `_pieces`, jitted) and the players' `act` functions (jitted)
-    are called one ply at a time.
+    are called one ply at a time, on `device`.
 
     For the CPU, where compiling dominates a match: each player's search compiles once,
     and is reused against every opponent (and on both sides of a self-match), instead of
@@ -253,7 +253,10 @@ def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act):
     p = pieces
 
     def match(params_a, params_b, key):
-        states, keys = p.start(key)
+        # The key on the device: every array the match makes is then committed to it, as
+        # the moves made with placed parameters are (uncommitted ones at the first ply
+        # compiled each player's search twice, ~15 s for a network's on a CPU).
+        states, keys = p.start(jax.device_put(key, device))
         num_games = states.current_player.shape[0]
         # Placed as `advance` will return it (one compile of `advance`, not two).
         total = jax.device_put(jnp.zeros((num_games, 2), jnp.float32), states.done.sharding)
@@ -336,7 +339,8 @@ class MatchRunner:
                 for p in (player_a, player_b):
                     self._acts.setdefault(p.kind, jax.jit(p.act))
                 self._compiled[key] = make_host_match(
-                    self._pieces, self._acts[player_a.kind], self._acts[player_b.kind])
+                    self._pieces, self._acts[player_a.kind], self._acts[player_b.kind],
+                    self.device)
             else:
                 self._compiled[key] = jax.jit(make_match(
                     self.env, player_a.act, player_b.act, self.batch,
@@ -361,11 +365,7 @@ class MatchRunner:
         result = None
         for i in range(self.calls):
             t0 = time.perf_counter()
-            # The key on the device too: every array the match makes is then committed to
-            # it, as its moves are (uncommitted ones at the first ply compiled each
-            # player's search twice, ~15 s for a network's on a CPU).
-            k = jax.device_put(jax.random.fold_in(key, i), self.device)
-            out = jax.block_until_ready(fn(params_a, params_b, k))
+            out = jax.block_until_ready(fn(params_a, params_b, jax.random.fold_in(key, i)))
             part = summarize(out, player_a.name, player_b.name, time.perf_counter() - t0)
             result = part if result is None else result + part
             if progress is not None:
