@@ -66,6 +66,16 @@ def test_with_iterations_gives_the_schedule_of_that_length():
     assert float(want(5)) < 0.1 * float(learner.make_schedule(c.train, 10 * 2)(5))
 
 
+def test_a_fitted_setup_shares_the_compiled_self_play():
+    # Self-play does not depend on the schedule: the fit rebuilds only the gradient step
+    # (a 2-core CPU took ~25 s to compile self-play again, on the 15-minute default).
+    setup = trainer.make_setup(_config(train__num_iterations=10))
+    play = setup.host_play()
+    assert setup.host_play() is play
+    fitted = setup.with_iterations(3)
+    assert fitted.host_play() is play and fitted.tx is not setup.tx
+
+
 @pytest.mark.slow
 def test_minutes_that_are_up_end_the_run_saved_and_the_same_command_goes_on(tmp_path, capsys):
     # A budget of a few milliseconds, spent by the first compile: the run saves after its
