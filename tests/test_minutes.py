@@ -68,7 +68,7 @@ def test_with_iterations_gives_the_schedule_of_that_length():
 
 def test_a_fitted_setup_shares_the_compiled_self_play():
     # Self-play does not depend on the schedule: the fit rebuilds only the gradient step
-    # (a 2-core CPU took ~25 s to compile self-play again, on the 15-minute default).
+    # (a 2-core CPU took ~20 s to compile self-play again, on the 15-minute default).
     setup = trainer.make_setup(_config(train__num_iterations=10))
     play = setup.host_play()
     assert setup.host_play() is play
