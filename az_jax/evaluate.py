@@ -399,4 +399,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from az_jax import parallel_setup
+
+    parallel_setup.use_all_cpu_cores()  # matches against several opponents play at once
     sys.exit(main())

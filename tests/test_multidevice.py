@@ -103,6 +103,32 @@ def _worker(out_dir: str) -> None:
     leaf = jax.tree.leaves(train_state.params)[0]
     report["params_replicated"] = bool(leaf.sharding.is_fully_replicated)
     report["params_devices"] = len(leaf.sharding.device_set)
+
+    # The evaluation's matches on the 4 CPU devices at once: the same results as one
+    # after the other on one device, each match on a device of its own.
+    from az_jax.eval import external
+    from az_jax.eval.gauntlet import Gauntlet
+    from az_jax.eval.players import PlayerFactory
+
+    factory = PlayerFactory(setup.env, setup.net, setup.search, str(Path(out_dir) / "d4"))
+    me = factory.network(train_state.variables, "me", 4)
+    others = [factory.build(o, variables=train_state.variables, label="me", sims=4)
+              for o in external.parse_opponents("random,onestep,mcts:4")]
+    totals, used = [], []
+    for parallel in (False, True):
+        g = Gauntlet(setup.env, 8, opening_plies=2)
+        if not parallel:
+            g.runner.devices = g.runner.devices[:1]
+        play = g.play  # records the device each match was given
+
+        def spy(*args, device=None, play=play, **kwargs):
+            used.append(device)
+            return play(*args, device=device, **kwargs)
+
+        g.play = spy
+        totals.append([list(r.total) for r in g.play_all(me, others, jax.random.PRNGKey(5))])
+    report["gauntlet_totals"] = totals
+    report["gauntlet_devices"] = [None if d is None else d.id for d in used]
     (Path(out_dir) / "report.json").write_text(json.dumps(report))
 
 
@@ -160,6 +186,17 @@ def test_games_and_replay_are_sharded(result):
     assert report["buffer_shape"][:2] == [4, 64]
     assert report["buffer_shard_shape"][0] == 1
     assert report["params_replicated"] and report["params_devices"] == 4
+
+
+@pytest.mark.slow
+def test_matches_play_on_the_devices_at_once_with_the_same_games(result):
+    report, _, _ = result
+    sequential, parallel = report["gauntlet_totals"]
+    assert parallel == sequential and len(parallel) == 3
+    assert all(sum(t) == 8 for t in parallel)
+    # One device for the sequential three; then one device each (the first three, 0-2).
+    assert report["gauntlet_devices"][:3] == [None] * 3
+    assert sorted(report["gauntlet_devices"][3:]) == [0, 1, 2]
 
 
 if __name__ == "__main__":  # python -m tests.test_multidevice OUT_DIR (from the repository)

@@ -87,7 +87,15 @@ class TrainingEvaluator:
         others = self.gauntlet.resolve(self.factory, self.opponents, variables=variables,
                                        label=label, sims=self.sims, engines=self.engines,
                                        skip_missing=True)
-        results = self.gauntlet.play_all(me, others, key)
+        best_player = Player(self._best_name, me.kind, me.act,
+                             learner.variables(best["params"], best["batch_stats"]))
+        against_best = best_player.name != me.name
+        # One batch with the match against the best: on several devices they play at once.
+        results = self.gauntlet.play_many(
+            [None if o is None else (me, o, jax.random.fold_in(key, i))
+             for i, o in enumerate(others)]
+            + [(me, best_player, jax.random.fold_in(key, 10_000)) if against_best else None])
+        res_best = results.pop()
         for opp, res in zip(self.opponents, results, strict=True):
             if res is None:
                 continue  # e.g. checkpoint:latest-5 before enough checkpoints exist
@@ -99,17 +107,14 @@ class TrainingEvaluator:
             scores.append(res.score)
             records.append(res.as_record())
 
-        best_player = Player(self._best_name, me.kind, me.act,
-                             learner.variables(best["params"], best["batch_stats"]))
         promoted = True
-        if best_player.name != me.name:
-            res = self.runner.play(me, best_player, jax.random.fold_in(key, 10_000))
-            metrics["eval/best/score"] = res.score
-            records.append(res.as_record())
+        if against_best:
+            metrics["eval/best/score"] = res_best.score
+            records.append(res_best.as_record())
             if self.gating:
-                promoted = passes_gate(res, self.threshold)
+                promoted = passes_gate(res_best, self.threshold)
             if not scores:
-                scores.append(res.score)
+                scores.append(res_best.score)
         if promoted:
             best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
             self._best_name = me.name

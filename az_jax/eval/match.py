@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -302,6 +303,11 @@ class MatchRunner:
       opening_plies: random plies at the start of each pair of games.
       host: plies looped from Python over each player's jitted moves (`make_host_match`),
         instead of one program per pairing (`make_match`); default: on a CPU.
+
+    A match plays on one device: `device` (default: the first local one). `devices` lists
+    where `gauntlet.Gauntlet` plays several matches at once: with `host`, every local
+    device (a CPU's cores: `parallel_setup.use_all_cpu_cores`; each compiles its own copy
+    of a program the first time it plays it), else the first alone.
     """
 
     def __init__(self, env, num_games: int, *, batch_size: int = 512,
@@ -321,47 +327,59 @@ class MatchRunner:
         self.opening_plies = int(opening_plies)
         self.device = jax.local_devices()[0]
         self.host = self.device.platform == "cpu" if host is None else bool(host)
+        # Host matches (a CPU's cores as devices) play several at once; on accelerators
+        # compiling dominates, and a copy of each program per device would cost more.
+        self.devices = jax.local_devices() if self.host else [self.device]
         self._compiled: dict[tuple, Callable] = {}
         self._acts: dict[str, Callable] = {}  # host matches: jitted moves per player kind
         self._pieces = None
+        self._lock = threading.Lock()  # matches on several devices build these at once
 
-    def match_fn(self, player_a: Player, player_b: Player) -> Callable:
+    def match_fn(self, player_a: Player, player_b: Player,
+                 device: jax.Device | None = None) -> Callable:
         """The `match(params_a, params_b, key)` for these two kinds (cached; jitted, or
-        with `host` a Python loop over jitted parts)."""
-        key = (player_a.kind, player_b.kind, self.batch)
-        if key not in self._compiled:
-            if self.host:
-                if self._pieces is None:
-                    parts = _pieces(self.env, self.batch, self.max_plies, self.opening_plies)
-                    self._pieces = parts._replace(**{
-                        f: jax.jit(getattr(parts, f)) for f in
-                        ("start", "opening", "select", "merge", "advance", "finish")})
-                for p in (player_a, player_b):
-                    self._acts.setdefault(p.kind, jax.jit(p.act))
-                self._compiled[key] = make_host_match(
-                    self._pieces, self._acts[player_a.kind], self._acts[player_b.kind],
-                    self.device)
-            else:
-                self._compiled[key] = jax.jit(make_match(
-                    self.env, player_a.act, player_b.act, self.batch,
-                    max_plies=self.max_plies, opening_plies=self.opening_plies))
-        return self._compiled[key]
+        with `host` a Python loop over jitted parts, on `device`: default `self.device`)."""
+        device = self.device if device is None else device
+        # A jitted match runs where its parameters are; a host match places its own arrays.
+        key = (player_a.kind, player_b.kind, self.batch) + ((device,) if self.host else ())
+        with self._lock:
+            if key not in self._compiled:
+                self._compiled[key] = self._build(player_a, player_b, device)
+            return self._compiled[key]
+
+    def _build(self, player_a: Player, player_b: Player, device: jax.Device) -> Callable:
+        if not self.host:
+            return jax.jit(make_match(self.env, player_a.act, player_b.act, self.batch,
+                                      max_plies=self.max_plies,
+                                      opening_plies=self.opening_plies))
+        if self._pieces is None:
+            parts = _pieces(self.env, self.batch, self.max_plies, self.opening_plies)
+            self._pieces = parts._replace(**{
+                f: jax.jit(getattr(parts, f)) for f in
+                ("start", "opening", "select", "merge", "advance", "finish")})
+        for p in (player_a, player_b):
+            self._acts.setdefault(p.kind, jax.jit(p.act))
+        return make_host_match(self._pieces, self._acts[player_a.kind],
+                               self._acts[player_b.kind], device)
 
     @property
     def num_compiled(self) -> int:
         return len(self._compiled)
 
-    def play(self, player_a: Player, player_b: Player, key, progress=None) -> MatchResult:
-        """Plays `num_games` games of A against B. The key is consumed.
+    def play(self, player_a: Player, player_b: Player, key, progress=None,
+             device: jax.Device | None = None) -> MatchResult:
+        """Plays `num_games` games of A against B on `device` (default `self.device`;
+        the same games on any device). The key is consumed.
 
         Args:
           progress: optional callable, called with the number of games after each call.
         """
-        fn = self.match_fn(player_a, player_b)
+        device = self.device if device is None else device
+        fn = self.match_fn(player_a, player_b, device)
         # One placement for every parameter set (replicated training state, restored
         # checkpoints, ...): jit specialises on input shardings, so mixing them recompiles.
         params_a, params_b = jax.device_put(
-            parallel.local_replica((player_a.params, player_b.params)), self.device)
+            parallel.local_replica((player_a.params, player_b.params)), device)
         result = None
         for i in range(self.calls):
             t0 = time.perf_counter()
