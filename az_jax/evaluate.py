@@ -402,4 +402,5 @@ if __name__ == "__main__":
     from az_jax import parallel_setup
 
     parallel_setup.use_all_cpu_cores()  # matches against several opponents play at once
+    parallel_setup.use_compilation_cache()  # as train.py: a second evaluation starts at once
     sys.exit(main())

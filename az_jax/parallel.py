@@ -2,14 +2,22 @@
 
 Self-play games, trajectories and the replay buffer are sharded on `data`; parameters and
 optimizer state are replicated; `jit` inserts the gradient all-reduce. No pmap.
+Evaluation's independent jobs (matches, batches of positions) run one a device instead
+(`run_on_devices`): on a CPU, one a core.
 """
 
 from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 DATA = "data"
+T = TypeVar("T")
 
 
 def make_mesh(devices=None) -> Mesh:
@@ -59,3 +67,41 @@ def local_replica(tree):
         return x
 
     return jax.tree.map(local, tree)
+
+
+# ====================================================== independent jobs, one a device
+def job_devices() -> list[jax.Device]:
+    """Where independent jobs (evaluation matches, batches of solver positions) run at
+    once: every local device on a CPU, whose cores `parallel_setup.use_all_cpu_cores`
+    presents as devices; elsewhere the first alone, where compiling a copy of each program
+    per device would cost more than it saves."""
+    local = jax.local_devices()
+    return local if local[0].platform == "cpu" else local[:1]
+
+
+def run_on_devices(jobs: Sequence[Callable[[jax.Device], T]],
+                   devices: Sequence[jax.Device]) -> list[T]:
+    """`job(device)` for every job, at most one at a time on each device: each device takes
+    the next job as it is free (one thread a device; JAX computes without the GIL). The
+    results are in the order of `jobs`. On an error no further job starts, and it is
+    raised. With one device (or one job) the jobs run in this thread, in order."""
+    if len(devices) < 2 or len(jobs) < 2:
+        return [job(devices[0]) for job in jobs]
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for d in devices[:len(jobs)]:
+        free.put(d)
+
+    def run(job):  # as many threads as devices: one is free whenever a job starts
+        device = free.get()
+        try:
+            return job(device)
+        finally:
+            free.put(device)
+
+    with ThreadPoolExecutor(min(len(devices), len(jobs)), thread_name_prefix="job") as pool:
+        futures = [pool.submit(run, job) for job in jobs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:  # an error, or Ctrl-C: start no further job
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

@@ -34,6 +34,7 @@ def _tiny_config():
 
 def _worker(out_dir: str) -> None:
     import jax
+    import jax.numpy as jnp
 
     from az_jax import checkpoint, parallel_setup, trainer
 
@@ -129,6 +130,16 @@ def _worker(out_dir: str) -> None:
         totals.append([list(r.total) for r in g.play_all(me, others, jax.random.PRNGKey(5))])
     report["gauntlet_totals"] = totals
     report["gauntlet_devices"] = [None if d is None else d.id for d in used]
+
+    # The solver benchmark's batches of positions, likewise: the same moves.
+    from az_jax.eval import solver_bench
+
+    states = jax.vmap(setup.env.init)(jax.random.split(jax.random.PRNGKey(6), 40))
+    states = jax.vmap(setup.env.step)(states, jnp.arange(40) % 9,
+                                      jax.random.split(jax.random.PRNGKey(7), 40))
+    moves = [solver_bench.agent_actions(me, states, jax.random.PRNGKey(8), batch_size=8,
+                                        devices=d) for d in (devices[:1], None)]
+    report["batches_same"] = bool(np.array_equal(*moves)) and len(moves[0]) == 40
     (Path(out_dir) / "report.json").write_text(json.dumps(report))
 
 
@@ -197,6 +208,7 @@ def test_matches_play_on_the_devices_at_once_with_the_same_games(result):
     # One device for the sequential three; then one device each (the first three, 0-2).
     assert report["gauntlet_devices"][:3] == [None] * 3
     assert sorted(report["gauntlet_devices"][3:]) == [0, 1, 2]
+    assert report["batches_same"]
 
 
 if __name__ == "__main__":  # python -m tests.test_multidevice OUT_DIR (from the repository)

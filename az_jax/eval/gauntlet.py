@@ -20,12 +20,12 @@ match's games depend on its key alone, not on the device or the order.
 from __future__ import annotations
 
 import dataclasses
-import queue
+import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 
+from az_jax import parallel
 from az_jax.eval import external
 from az_jax.eval.match import WDL, MatchResult, MatchRunner
 from az_jax.eval.players import Player, PlayerFactory
@@ -126,33 +126,21 @@ class Gauntlet:
         the next one as it is free; matches with an external engine then run one after
         the other, on the host. Results are in the order of `matches`."""
         results: list[MatchResult | None] = [None] * len(matches)
-        local = [i for i, m in enumerate(matches) if m is not None
-                 and not any(isinstance(p, external.Engine) for p in m[:2])]
-        devices = self.runner.devices[:len(local)]
-        if len(devices) > 1:
-            free: queue.SimpleQueue = queue.SimpleQueue()
-            for d in devices:
-                free.put(d)
-
-            def one(i):  # as many workers as devices: a device is free when one starts
-                device = free.get()
-                try:
-                    return self.play(*matches[i], progress, status, device=device)
-                finally:
-                    free.put(device)
-
-            with ThreadPoolExecutor(len(devices), thread_name_prefix="match") as pool:
-                futures = {i: pool.submit(one, i) for i in local}
-                try:
-                    for i, f in futures.items():
-                        results[i] = f.result()
-                except BaseException:  # e.g. Ctrl-C: start no further match
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+        if len(self.runner.devices) > 1:  # the matches of two JAX players, at once
+            local = [i for i, m in enumerate(matches) if m is not None
+                     and not any(isinstance(p, external.Engine) for p in m[:2])]
+            played = parallel.run_on_devices(
+                [functools.partial(self._on, matches[i], progress, status) for i in local],
+                self.runner.devices)
+            for i, r in zip(local, played, strict=True):
+                results[i] = r
         for i, m in enumerate(matches):
-            if m is not None and (results[i] is None):
+            if m is not None and results[i] is None:
                 results[i] = self.play(*m, progress, status)
         return results
+
+    def _on(self, match: tuple, progress, status, device: jax.Device) -> MatchResult:
+        return self.play(*match, progress, status, device=device)
 
 
 def _swapped(r: MatchResult) -> MatchResult:

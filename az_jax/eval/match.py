@@ -327,9 +327,8 @@ class MatchRunner:
         self.opening_plies = int(opening_plies)
         self.device = jax.local_devices()[0]
         self.host = self.device.platform == "cpu" if host is None else bool(host)
-        # Host matches (a CPU's cores as devices) play several at once; on accelerators
-        # compiling dominates, and a copy of each program per device would cost more.
-        self.devices = jax.local_devices() if self.host else [self.device]
+        # Host matches (a CPU's cores as devices) play several at once.
+        self.devices = parallel.job_devices() if self.host else [self.device]
         self._compiled: dict[tuple, Callable] = {}
         self._acts: dict[str, Callable] = {}  # host matches: jitted moves per player kind
         self._pieces = None

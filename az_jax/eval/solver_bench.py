@@ -192,7 +192,7 @@ def _replay_fn(env):
 
 
 def agent_actions(agent, states, key, batch_size: int = 256, progress=None,
-                  pad: bool = False) -> np.ndarray:
+                  pad: bool = False, devices=None) -> np.ndarray:
     """The agent's moves in every position of `states` (in jitted batches of a fixed size).
 
     Args:
@@ -202,22 +202,41 @@ def agent_actions(agent, states, key, batch_size: int = 256, progress=None,
       batch_size: positions per jitted call (fewer positions make a smaller batch, unless
         `pad`: then every call has `batch_size`, so sets of other sizes reuse one compile).
       progress: optional callable, called with the number of positions done per batch.
+
+    The batches run on `devices` at once (default `parallel.job_devices()`: on a CPU, its
+    cores as devices, `parallel_setup.use_all_cpu_cores`); batch i uses the key
+    `fold_in(key, i)` wherever it runs, so the moves are those of one device.
     """
     import jax
     import jax.numpy as jnp
 
+    from az_jax import parallel
+
     n = int(states.current_player.shape[0])
     batch = batch_size if pad else min(batch_size, n)
     act = jax.jit(agent.act)
-    out = []
-    for i, start in enumerate(range(0, n, batch)):
+    starts = list(range(0, n, batch))
+    place = devices is not None  # (else on the default device, uncommitted, as ever)
+    devices = list(parallel.job_devices() if devices is None else devices)[:len(starts)]
+    place = place or len(devices) > 1
+    params = {None: agent.params} if not place else {
+        d: jax.device_put(parallel.local_replica(agent.params), d) for d in devices}
+
+    def one(i, start, device):
         idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last one
         part = jax.tree.map(lambda x: x[jnp.asarray(idx)], states)
-        a = np.asarray(act(agent.params, part, jax.random.fold_in(key, i)))
-        out.append(a[: min(batch, n - start)])
+        k = jax.random.fold_in(key, i)
+        if device is not None:
+            part, k = jax.device_put((part, k), device)
+        a = np.asarray(act(params[device], part, k))[: min(batch, n - start)]
         if progress is not None:
-            progress(min(batch, n - start))
-    return np.concatenate(out)
+            progress(len(a))
+        return a
+
+    jobs = [functools.partial(one, i, start) for i, start in enumerate(starts)]
+    if not place:
+        return np.concatenate([job(None) for job in jobs])
+    return np.concatenate(parallel.run_on_devices(jobs, devices))
 
 
 def benchmark(env, agents, files: dict[str, Sequence[Position]], key,
@@ -231,24 +250,36 @@ def benchmark(env, agents, files: dict[str, Sequence[Position]], key,
     """
     import jax
 
+    from az_jax import parallel
+
     rows = []
     # One batch size for every file (the last batch of each padded), so each agent's search
     # compiles once: a set of 183 positions after sets of 200 compiled it again (~17 s).
     batch = min(256, max((len(p) for p in files.values()), default=1))
     total = sum(len(p) for p in files.values()) * len(agents)
     bar = _bar(total, progress, "solver set")
+    devices = parallel.job_devices()
+
+    def actions_of(agent, states, k, device):
+        return agent_actions(agent, states, k, batch_size=batch, pad=True,
+                             progress=None if bar is None else bar.update,
+                             devices=None if len(devices) < 2 else [device])
+
+    runs, jobs = [], []  # one a (file, agent), with its own key: on a CPU, on every core
     for f_i, (name, positions) in enumerate(files.items()):
         states = states_from_moves(env, positions)
         for a_i, agent in enumerate(agents):
             k = jax.random.fold_in(jax.random.fold_in(key, f_i), a_i)
-            actions = agent_actions(agent, states, k, batch_size=batch, pad=True,
-                                    progress=None if bar is None else bar.update)
-            s = count_mistakes(positions, actions)
-            rows.append({"file": name, "agent": agent.name, "positions": s.positions,
-                         "critical": s.critical, "mistakes": s.mistakes, "rate": s.rate,
-                         "critical_rate": s.critical_rate,
-                         "random_rate": random_mistake_rate(positions),
-                         "horizons": mistake_horizons(positions, actions)})
+            runs.append((name, positions, agent))
+            jobs.append(functools.partial(actions_of, agent, states, k))
+    for (name, positions, agent), actions in zip(
+            runs, parallel.run_on_devices(jobs, devices), strict=True):
+        s = count_mistakes(positions, actions)
+        rows.append({"file": name, "agent": agent.name, "positions": s.positions,
+                     "critical": s.critical, "mistakes": s.mistakes, "rate": s.rate,
+                     "critical_rate": s.critical_rate,
+                     "random_rate": random_mistake_rate(positions),
+                     "horizons": mistake_horizons(positions, actions)})
     if bar is not None:
         bar.close()
     return rows
