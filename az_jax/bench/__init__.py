@@ -119,4 +119,8 @@ def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
     args.config_overrides = overrides
     if host_devices and getattr(args, "devices", None):
         request_host_devices(max(args.devices))
+    elif host_devices and args.subcommand == "learn":  # its evaluation: one job a core
+        from az_jax import parallel_setup
+
+        request_host_devices(parallel_setup.usable_cpu_count())
     return SUBCOMMANDS[args.subcommand].run(args)
