@@ -9,6 +9,7 @@ Evaluation's independent jobs (matches, batches of positions) run one a device i
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -79,22 +80,34 @@ def job_devices() -> list[jax.Device]:
     return local if local[0].platform == "cpu" else local[:1]
 
 
-def run_on_devices(jobs: Sequence[Callable[[jax.Device], T]],
-                   devices: Sequence[jax.Device]) -> list[T]:
+class Cancelled(Exception):
+    """A job gave up because another one failed (`run_on_devices`' `cancel`)."""
+
+
+def run_on_devices(jobs: Sequence[Callable[[jax.Device], T]], devices: Sequence[jax.Device],
+                   cancel: threading.Event | None = None) -> list[T]:
     """`job(device)` for every job, at most one at a time on each device: each device takes
     the next job as it is free (one thread a device; JAX computes without the GIL). The
-    results are in the order of `jobs`. On an error no further job starts, and it is
-    raised. With one device (or one job) the jobs run in this thread, in order."""
+    results are in the order of `jobs`. On an error (or Ctrl-C) no further job starts,
+    `cancel` is set, so that running jobs that watch it stop early (a match checks it at
+    every ply, raising `Cancelled`), and the error is raised. With one device (or one
+    job) the jobs run in this thread, in order."""
     if len(devices) < 2 or len(jobs) < 2:
         return [job(devices[0]) for job in jobs]
     free: queue.SimpleQueue = queue.SimpleQueue()
     for d in devices[:len(jobs)]:
         free.put(d)
+    stop = threading.Event() if cancel is None else cancel
 
     def run(job):  # as many threads as devices: one is free whenever a job starts
+        if stop.is_set():
+            raise Cancelled("another job failed")
         device = free.get()
         try:
             return job(device)
+        except BaseException:
+            stop.set()
+            raise
         finally:
             free.put(device)
 
@@ -102,6 +115,11 @@ def run_on_devices(jobs: Sequence[Callable[[jax.Device], T]],
         futures = [pool.submit(run, job) for job in jobs]
         try:
             return [f.result() for f in futures]
-        except BaseException:  # an error, or Ctrl-C: start no further job
-            pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException as e:  # a job's error, or Ctrl-C here
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)  # the running ones stop soon
+            if isinstance(e, Cancelled):  # a job that gave up: raise what made it
+                errors = [f.exception() for f in futures if not f.cancelled()]
+                raise next((x for x in errors if x is not None
+                            and not isinstance(x, Cancelled)), e) from None
             raise

@@ -186,6 +186,23 @@ def test_host_match_compiles_each_part_once_in_its_first_match():
     assert {f: getattr(runner._pieces, f)._cache_size() for f in parts} == dict.fromkeys(parts, 1)
 
 
+def test_a_host_match_stops_at_the_next_ply_when_cancelled():
+    import threading
+
+    from az_jax import parallel
+
+    rnd = players.PlayerFactory(TTT).random()
+    runner = MatchRunner(TTT, 8, opening_plies=2, host=True)
+    cancel = threading.Event()
+    plies = []
+    runner.play(rnd, rnd, jax.random.PRNGKey(0), cancel=cancel,
+                progress=lambda n: plies.append(n))  # not set: the whole match
+    assert plies == [8]
+    cancel.set()
+    with pytest.raises(parallel.Cancelled, match="ply 0"):
+        runner.play(rnd, rnd, jax.random.PRNGKey(0), cancel=cancel)
+
+
 def test_odd_or_tiny_game_counts():
     assert MatchRunner(TTT, 7).num_games == 8
     assert MatchRunner(TTT, 1000, batch_size=300).num_games == 1200

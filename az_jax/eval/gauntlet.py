@@ -13,7 +13,7 @@ JAX players (`players.Player`) play jitted matches (`match.MatchRunner`); extern
 
 With several local devices (a CPU presents its cores as devices: `parallel_setup`), the
 jitted matches play at the same time, one a device: on 2 CPU cores the training
-evaluation of the CPU Connect4 config took 12 s instead of 25 (README, Evaluation). A
+evaluation of the CPU Connect4 config took 13 s instead of 22 (README, Evaluation). A
 match's games depend on its key alone, not on the device or the order.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable
 
 import jax
@@ -91,13 +92,15 @@ class Gauntlet:
     def play(self, me: Player | external.Engine, other: Player | external.Engine, key,
              progress: Callable[[int], None] | None = None,
              status: Callable[[str], None] | None = None,
-             device: jax.Device | None = None) -> MatchResult:
+             device: jax.Device | None = None,
+             cancel: threading.Event | None = None) -> MatchResult:
         """One match of `me` against a player or an external engine. The key is consumed.
 
         Args:
           progress: called with the number of games after each batch (or finished game).
           status: called with a short line ("vs NAME", "vs NAME, ply T") as play goes on.
           device: where a match of two JAX players runs (default: the first local device).
+          cancel: such a match on a CPU stops at the next ply once it is set.
         """
         if status is not None:
             status(f"vs {other.name}")
@@ -108,7 +111,8 @@ class Gauntlet:
         if isinstance(me, external.Engine):  # the same games, seen from the other side
             return _swapped(self.host_runner.play(other, me, key, progress=progress,
                                                   on_ply=on_ply))
-        return self.runner.play(me, other, key, progress=progress, device=device)
+        return self.runner.play(me, other, key, progress=progress, device=device,
+                                cancel=cancel)
 
     def play_all(self, me: Player | external.Engine, others: list, key, *,
                  progress: Callable[[int], None] | None = None,
@@ -129,9 +133,10 @@ class Gauntlet:
         if len(self.runner.devices) > 1:  # the matches of two JAX players, at once
             local = [i for i, m in enumerate(matches) if m is not None
                      and not any(isinstance(p, external.Engine) for p in m[:2])]
+            cancel = threading.Event()  # set on an error or Ctrl-C: the others stop
             played = parallel.run_on_devices(
-                [functools.partial(self._on, matches[i], progress, status) for i in local],
-                self.runner.devices)
+                [functools.partial(self._on, matches[i], progress, status, cancel)
+                 for i in local], self.runner.devices, cancel)
             for i, r in zip(local, played, strict=True):
                 results[i] = r
         for i, m in enumerate(matches):
@@ -139,8 +144,8 @@ class Gauntlet:
                 results[i] = self.play(*m, progress, status)
         return results
 
-    def _on(self, match: tuple, progress, status, device: jax.Device) -> MatchResult:
-        return self.play(*match, progress, status, device=device)
+    def _on(self, match: tuple, progress, status, cancel, device: jax.Device) -> MatchResult:
+        return self.play(*match, progress, status, device=device, cancel=cancel)
 
 
 def _swapped(r: MatchResult) -> MatchResult:

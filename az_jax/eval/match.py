@@ -245,7 +245,8 @@ def make_match(env, act_a: Act, act_b: Act, num_games: int, *, max_plies: int | 
 def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act, device: jax.Device):
     """`make_match`'s games (the same keys, the same results) with the plies looped from
     Python: `pieces` (from `_pieces`, jitted) and the players' `act` functions (jitted)
-    are called one ply at a time, on `device`.
+    are called one ply at a time, on `device`. `match(..., cancel=event)` raises
+    `parallel.Cancelled` at the next ply once the event is set.
 
     For the CPU, where compiling dominates a match: each player's search compiles once,
     and is reused against every opponent (and on both sides of a self-match), instead of
@@ -253,7 +254,7 @@ def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act, device: jax.Device)
     CPU Connect4 config compiled for ~115 s of its ~130 (README, Evaluation)."""
     p = pieces
 
-    def match(params_a, params_b, key):
+    def match(params_a, params_b, key, cancel: threading.Event | None = None):
         # The key on the device: every array the match makes is then committed to it, as
         # the moves made with placed parameters are (uncommitted ones at the first ply
         # compiled each player's search twice, ~15 s for a network's on a CPU).
@@ -262,6 +263,8 @@ def make_host_match(pieces: _Pieces, act_a: Act, act_b: Act, device: jax.Device)
         # Placed as `advance` will return it (one compile of `advance`, not two).
         total = jax.device_put(jnp.zeros((num_games, 2), jnp.float32), states.done.sharding)
         for ply in range(p.cap):
+            if cancel is not None and cancel.is_set():
+                raise parallel.Cancelled(f"match given up at ply {ply}")
             if bool(jnp.all(states.done)):
                 break
             t = jnp.int32(ply)
@@ -366,13 +369,16 @@ class MatchRunner:
         return len(self._compiled)
 
     def play(self, player_a: Player, player_b: Player, key, progress=None,
-             device: jax.Device | None = None) -> MatchResult:
+             device: jax.Device | None = None,
+             cancel: threading.Event | None = None) -> MatchResult:
         """Plays `num_games` games of A against B on `device` (default `self.device`;
         the same games on any device). The key is consumed.
 
         Args:
           progress: optional callable, called with the number of games after each call.
+          cancel: a host match stops at the next ply once it is set (`parallel.Cancelled`).
         """
+        more = {"cancel": cancel} if self.host else {}
         device = self.device if device is None else device
         fn = self.match_fn(player_a, player_b, device)
         # One placement for every parameter set (replicated training state, restored
@@ -382,7 +388,8 @@ class MatchRunner:
         result = None
         for i in range(self.calls):
             t0 = time.perf_counter()
-            out = jax.block_until_ready(fn(params_a, params_b, jax.random.fold_in(key, i)))
+            out = jax.block_until_ready(fn(params_a, params_b, jax.random.fold_in(key, i),
+                                           **more))
             part = summarize(out, player_a.name, player_b.name, time.perf_counter() - t0)
             result = part if result is None else result + part
             if progress is not None:

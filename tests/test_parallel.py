@@ -1,0 +1,76 @@
+"""`parallel.run_on_devices`: independent jobs, one a device at a time (plain Python jobs:
+the pool does not care what a device is; the matches on real devices are in
+tests/test_multidevice.py)."""
+
+import threading
+import time
+
+import pytest
+
+from az_jax import parallel
+
+
+def test_jobs_run_one_a_device_and_results_keep_the_order_of_the_jobs():
+    running, most, lock = [], [0], threading.Lock()
+
+    def job(i, wait):
+        def run(device):
+            with lock:
+                assert device not in running  # one job a device at a time
+                running.append(device)
+                most[0] = max(most[0], len(running))
+            time.sleep(wait)
+            with lock:
+                running.remove(device)
+            return i, device
+        return run
+
+    # The first job is the slowest: the others finish before it, on the other devices.
+    waits = [0.3, 0.01, 0.01, 0.01, 0.01]
+    out = parallel.run_on_devices([job(i, w) for i, w in enumerate(waits)], ["d0", "d1", "d2"])
+    assert [i for i, _ in out] == [0, 1, 2, 3, 4]
+    assert out[0][1] == "d0" and {d for _, d in out[1:]} <= {"d1", "d2"}
+    assert most[0] >= 2  # ran at the same time
+
+
+def test_one_device_runs_the_jobs_here_in_order():
+    seen = []
+    out = parallel.run_on_devices(
+        [lambda d, i=i: seen.append((i, d, threading.current_thread())) or i
+         for i in range(3)], ["only"])
+    assert out == [0, 1, 2]
+    assert [(i, d) for i, d, _ in seen] == [(0, "only"), (1, "only"), (2, "only")]
+    assert {t for _, _, t in seen} == {threading.current_thread()}
+
+
+def test_an_error_cancels_the_running_jobs_and_starts_no_more():
+    cancel = threading.Event()
+    started, stopped = [], []
+
+    def failing(device):
+        started.append("failing")
+        time.sleep(0.05)
+        raise ValueError("boom")
+
+    def watching(device):  # as a match does at every ply
+        started.append("watching")
+        for _ in range(200):
+            if cancel.is_set():
+                stopped.append("watching")
+                raise parallel.Cancelled("given up")
+            time.sleep(0.01)
+        return "finished"
+
+    def later(device):
+        started.append("later")
+
+    with pytest.raises(ValueError, match="boom"):
+        parallel.run_on_devices([failing, watching, later, later], ["d0", "d1"], cancel)
+    assert cancel.is_set() and stopped == ["watching"]
+    assert "later" not in started
+    # The job that gives up comes first: the error raised is still the one that made it.
+    cancel.clear()
+    started.clear()
+    with pytest.raises(ValueError, match="boom"):
+        parallel.run_on_devices([watching, failing, later], ["d0", "d1"], cancel)
+    assert "later" not in started
