@@ -123,6 +123,8 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "selfplay.pending": Bool(optional=True),
     "selfplay.fast_simulations": Int(0, optional=True),
     "selfplay.full_search_fraction": Float(0.0, 1.0, low_ok=False, optional=True),
+    "selfplay.archive_starts": Float(0.0, 1.0, optional=True),
+    "selfplay.archive_size": Int(1, optional=True),
     "train.batch_size": Int(1),
     "train.updates_per_iteration": Int(1),
     "train.num_iterations": Int(1),

@@ -83,7 +83,8 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
              game_ids: jax.Array | None = None, reuse_root: bool | None = None,
              fast_simulations: int = 0,
              full_search_fraction: float = 1.0,
-             random_plies: int = 0) -> tuple[Trajectory, Any]:
+             random_plies: int = 0, archive=None,
+             archive_starts: float = 0.0) -> tuple[Trajectory, Any]:
     """Plays `num_plies` plies in every game of the batch `states`.
 
     Args:
@@ -110,16 +111,27 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
         full_search_fraction, the search's own num_simulations) and a fast search of
         fast_simulations. Fast plies move the games on and get value targets, but their
         policy target is all zeros: the learner's policy loss skips them.
+      archive, archive_starts: restarts from positions self-play reached before (Go-Exploit,
+        Trudeau & Bowling 2023). `archive`: env states with leaves [B, K, ...] (`archive_push`
+        fills it); a game that ends restarts, with probability `archive_starts`, from one
+        of its B * K positions drawn uniformly (from the game's start otherwise). The
+        restarted games' plies get exact outcome targets like any other.
     Returns:
       (Trajectory [T, B, ...], the states after the window).
 
     Raises:
       ValueError: `reuse_root=True` with an env that is not deterministic.
     """
+    restarts = archive is not None and archive_starts > 0
     if reuse_root is None:
-        reuse_root = env.deterministic
+        # A game restarted from the archive has no evaluation at hand: its root needs the
+        # network again (one more call a ply, as without reuse).
+        reuse_root = env.deterministic and not restarts
     elif reuse_root and not env.deterministic:
         raise ValueError(f"reuse_root=True needs a deterministic env; {env!r} has chance")
+    elif reuse_root and restarts:
+        raise ValueError("reuse_root=True does not combine with restarts from the archive "
+                         "(archive_starts > 0)")
     batch = states.current_player.shape[0]
     rows = jnp.arange(batch)
     if game_ids is None:
@@ -129,7 +141,11 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
                       [(batch, *env.observation_shape), (batch, env.num_actions)])
 
     def reset_done(states, key):
-        fresh = jax.vmap(env.init)(per_game_keys(key, game_ids))
+        if restarts:
+            key, k_archive = jax.random.split(key)
+            fresh = restart_states(env, archive, archive_starts, k_archive, key, game_ids)
+        else:
+            fresh = jax.vmap(env.init)(per_game_keys(key, game_ids))
         return jax.tree.map(
             lambda f, s: jnp.where(states.done.reshape((-1,) + (1,) * (s.ndim - 1)), f, s),
             fresh, states)
@@ -205,6 +221,38 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
     chex.assert_tree_shape_prefix(traj, (num_plies, batch))
     chex.assert_shape(traj.policy, (num_plies, batch, env.num_actions))
     return traj, states
+
+
+def restart_states(env, archive, archive_starts: float, key, init_key, game_ids):
+    """The positions new games start from: per game, with probability `archive_starts` a
+    position drawn uniformly from `archive` (leaves [B, K, ...]), else `env.init`. Each game
+    draws from its own key (`per_game_keys`), from the archive of the games beside it.
+    Keys consumed; `init_key` is the one `env.init` gets without an archive."""
+    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), archive)  # [B * K, ...]
+    size = jax.tree.leaves(flat)[0].shape[0]
+
+    def one(k):
+        k_use, k_pick = jax.random.split(k)
+        return jax.random.bernoulli(k_use, archive_starts), jax.random.randint(k_pick, (), 0, size)
+
+    use, pick = jax.vmap(one)(per_game_keys(key, game_ids))  # bool[B], int32[B]
+    fresh = jax.vmap(env.init)(per_game_keys(init_key, game_ids))
+    return jax.tree.map(
+        lambda a, f: jnp.where(use.reshape((-1,) + (1,) * (f.ndim - 1)), a[pick], f),
+        flat, fresh)
+
+
+def init_archive(states, size: int):
+    """An archive of `size` positions per game slot, all of them `states` (leaves [B, ...])
+    for a start: leaves [B, size, ...]."""
+    return jax.tree.map(lambda x: jnp.repeat(x[:, None], size, axis=1), states)
+
+
+def archive_push(archive, states):
+    """The archive with `states` (leaves [B, ...], the positions at a window's end) as each
+    slot's newest entry; the oldest goes."""
+    return jax.tree.map(lambda a, s: jnp.concatenate([s[:, None], a[:, :-1]], axis=1),
+                        archive, states)
 
 
 def network_calls(num_plies: int, num_simulations: int, reuse_root: bool) -> int:

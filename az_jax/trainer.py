@@ -75,6 +75,9 @@ class Games(NamedTuple):
     # With targets_mode "pending": the plies of each game still waiting for its outcome,
     # leaves [B, L, ...] (see `selfplay.Pending`); else None.
     pending: selfplay.Pending | None
+    # With selfplay.archive_starts > 0: positions of earlier windows that new games may
+    # start from, envs.State leaves [B, selfplay.archive_size, ...]; else None.
+    archive: Any = None
 
 
 class Setup:
@@ -126,6 +129,9 @@ class Setup:
         if self.pending_length:
             games = games._replace(
                 pending=selfplay.init_pending(self.env, batch, self.pending_length))
+        if self.config.selfplay.get("archive_starts", 0.0):
+            games = games._replace(archive=selfplay.init_archive(
+                games.states, self.config.selfplay.get("archive_size", 4)))
         example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
         buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
@@ -209,7 +215,9 @@ def make_steps(setup: Setup):
             greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids,
             fast_simulations=c.selfplay.get("fast_simulations", 0),
             full_search_fraction=c.selfplay.get("full_search_fraction", 1.0),
-            random_plies=c.selfplay.get("random_plies", 0))
+            random_plies=c.selfplay.get("random_plies", 0), archive=games.archive,
+            archive_starts=c.selfplay.get("archive_starts", 0.0))
+        archive = None if games.archive is None else selfplay.archive_push(games.archive, states)
         if mode == "pending":  # pending plies first, then the window: [L + T, B]
             timeline, targets, valid, pending, dropped = selfplay.settle_pending(
                 games.pending, traj, c.search.discount)
@@ -223,7 +231,7 @@ def make_steps(setup: Setup):
         samples, valid_flat = replay.flatten_trajectory(timeline, targets, valid)
         buffer_state = setup.buffer.add(buffer_state, samples, valid_flat)
         counts = _selfplay_counts(traj, valid, waiting, dropped)
-        return Games(states, pending), buffer_state, counts
+        return Games(states, pending, archive), buffer_state, counts
 
     @functools.partial(shard_map, in_specs=(P(), P(DATA), buf_spec, P()),
                        out_specs=(P(DATA), buf_spec, P()))
@@ -476,10 +484,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     train_state, games, buffer_state = setup.initial(init_key)
     target = {"train_state": train_state, "games": games.states,
               "best_params": train_state.params, "best_batch_stats": train_state.batch_stats,
-              **_pending_item(games)}
+              **_games_items(games)}
     start = 0
     restored = ckpt.restore_latest(mngr, target, buffer_state if config.checkpoint.save_replay
-                                   else None, optional=("best_batch_stats", "pending"))
+                                   else None,
+                                   optional=("best_batch_stats", "pending", "archive"))
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
             raise runs.RunMismatch(
@@ -497,7 +506,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         ckpt.check_env(meta, env, workdir)
         # A checkpoint without pending plies (older, or saved without them) starts empty.
         train_state = state["train_state"]
-        games = Games(state["games"], state.get("pending", games.pending))
+        games = Games(state["games"], state.get("pending", games.pending),
+                      state.get("archive", games.archive))
         # The best network (evaluation, gating). Checkpoints written before its batch
         # statistics were saved lend it the current ones.
         best = {"params": state["best_params"],
@@ -619,7 +629,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 t_save = time.monotonic()
                 state = {"train_state": train_state, "games": games.states,
                          "best_params": best["params"], "best_batch_stats": best["batch_stats"],
-                         **_pending_item(games)}
+                         **_games_items(games)}
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
                 last_save = final or stop.requested or time_up
@@ -722,9 +732,11 @@ def _move_aside(workdir: str, why: str, is_writer: bool) -> None:
         multihost_utils.sync_global_devices("az_jax: workdir moved aside")
 
 
-def _pending_item(games: Games) -> dict:
-    """The checkpoint item of the pending plies ({} when the run keeps none)."""
-    return {} if games.pending is None else {"pending": games.pending}
+def _games_items(games: Games) -> dict:
+    """The checkpoint items of the pending plies and the archive ({} for what the run
+    keeps none of)."""
+    items = {"pending": games.pending, "archive": games.archive}
+    return {k: v for k, v in items.items() if v is not None}
 
 
 def _summary(m: dict) -> str:

@@ -40,6 +40,7 @@ MAY_CHANGE = ("train.num_iterations", "train.minutes", "train.init_from", "eval.
 # is compared as if it had this value, so that a command whose default has changed since
 # does not pass for the old run. Other fields a run predates take the command's value.
 BEFORE_FIELD = {"network.value_head": "tanh", "selfplay.random_plies": 0,
+                "selfplay.archive_starts": 0.0,
                 "network.value_channels": 1, "network.global_pool": False}
 
 

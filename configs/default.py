@@ -94,6 +94,12 @@ def get_config() -> ml_collections.ConfigDict:
     # (its ply still gets a value target). One draw per ply for the whole batch.
     c.selfplay.fast_simulations = 0
     c.selfplay.full_search_fraction = 0.25
+    # Restarts from positions self-play reached before (Go-Exploit, Trudeau & Bowling
+    # 2023): a game that ends starts again, with this probability, from one of the
+    # positions its shard's games stood at when recent windows ended (archive_size per
+    # game), else from the game's start. 0 = always the start.
+    c.selfplay.archive_starts = 0.0
+    c.selfplay.archive_size = 4
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 100_000  # positions kept on device

@@ -30,7 +30,9 @@ ARGS = ["--config", str(ROOT / "configs" / "tictactoe.py"), *tiny_args(
     network__channels=8, search__num_simulations=4, selfplay__batch_size=16,
     selfplay__num_plies=5, train__updates_per_iteration=2, train__batch_size=32,
     replay__min_size=1, replay__capacity=512, train__num_iterations=ITERATIONS,
-    checkpoint__every=1, checkpoint__keep=2, checkpoint__save_replay=True)]
+    checkpoint__every=1, checkpoint__keep=2, checkpoint__save_replay=True,
+    # Restarts from the archive: its positions are part of the checkpoint too.
+    selfplay__archive_starts=0.5, selfplay__archive_size=2)]
 
 
 def _env(cache):

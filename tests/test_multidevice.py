@@ -23,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def _tiny_config():
     from configs import tictactoe
 
-    # Playout-cap randomization on: its per-ply draw must be the same on every device.
+    # Playout-cap randomization on: its per-ply draw must be the same on every device; and
+    # restarts from the archive: each shard draws from its own games' positions.
     return tiny_training(
         tictactoe.get_config(), network__channels=8, search__num_simulations=4,
         selfplay__batch_size=16, selfplay__num_plies=5, train__batch_size=16,
         train__updates_per_iteration=2, train__num_iterations=4, replay__min_size=1,
         parallel__shards=4, selfplay__fast_simulations=2, selfplay__full_search_fraction=0.5,
-        checkpoint__every=4, checkpoint__save_replay=True)
+        checkpoint__every=4, checkpoint__save_replay=True, selfplay__archive_starts=0.5,
+        selfplay__archive_size=2)
 
 
 def _worker(out_dir: str) -> None:
@@ -93,6 +95,9 @@ def _worker(out_dir: str) -> None:
     pending = games.pending.traj.observation  # [B, L, ...]: split like the games
     report["pending_devices"] = len(pending.sharding.device_set)
     report["pending_shard_shape"] = list(pending.addressable_shards[0].data.shape)
+    archive = games.archive.observation  # [B, K, ...]: split like the games
+    report["archive_devices"] = len(archive.sharding.device_set)
+    report["archive_shard_shape"] = list(archive.addressable_shards[0].data.shape)
     report["buffer_devices"] = len(buffer.data.observation.sharding.device_set)
     report["buffer_shard_shape"] = list(buffer.data.observation.addressable_shards[0].data.shape)
     report["buffer_shape"] = list(buffer.data.observation.shape)
@@ -192,6 +197,8 @@ def test_games_and_replay_are_sharded(result):
     assert report["games_shard_shape"][0] * 4 == report["games_shape"][0]
     assert report["pending_devices"] == 4
     assert report["pending_shard_shape"][:2] == [report["games_shard_shape"][0], 9]
+    assert report["archive_devices"] == 4
+    assert report["archive_shard_shape"][:2] == [report["games_shard_shape"][0], 2]
     assert report["buffer_devices"] == 4
     # Replay: [shards, capacity / shards, ...], one shard of the 4 on each device.
     assert report["buffer_shape"][:2] == [4, 64]

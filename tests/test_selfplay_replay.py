@@ -173,6 +173,73 @@ def test_random_plies_are_uniform_over_visited_children():
     np.testing.assert_array_equal(later, 4)  # the search's own choice
 
 
+def _positions(opening_moves):
+    """Tic-tac-toe states [N] after each list of moves."""
+    states = []
+    for moves in opening_moves:
+        state = ENV.init(jax.random.PRNGKey(0))
+        for m in moves:
+            state = ENV.step(state, jnp.int32(m), jax.random.PRNGKey(0))
+        states.append(state)
+    return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+def test_restarts_from_the_archive():
+    """With archive_starts=1 every game that ends starts again from a position of the
+    archive (hand-made here: 2 game slots x 2 positions, none of them the empty board),
+    and plays on legally from it; the archive takes a window's end positions newest
+    first."""
+    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
+    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
+    cfg = ml_collections.ConfigDict(dict(
+        policy="gumbel", num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
+    fn = search.make_search(ENV, net, cfg)
+    kept = _positions([[4], [0, 8], [4, 0, 2], [1, 3, 5, 7]])  # 4 positions
+    archive = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), kept)  # [B=2, K=2]
+    states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 2))
+    traj, end = jax.jit(lambda s, k: selfplay.selfplay(
+        fn, ENV, variables, s, k, num_plies=30, temperature_plies=0, archive=archive,
+        archive_starts=1.0))(states, jax.random.PRNGKey(2))
+    obs, done = np.asarray(traj.observation), np.asarray(traj.done)
+    starts = {np.asarray(o).tobytes() for o in np.asarray(kept.observation)}
+    restarted = [(t + 1, b) for t, b in zip(*np.nonzero(done[:-1]), strict=True)]
+    assert len(restarted) >= 4  # games end within 9 plies
+    for t, b in restarted:
+        assert obs[t, b].tobytes() in starts, f"game {b} restarted at ply {t} elsewhere"
+    assert len({obs[t, b].tobytes() for t, b in restarted}) > 1  # drawn, not always one
+    # Plies alternate within a game from the restart on, and every move was legal.
+    player, nxt = np.asarray(traj.player), np.asarray(traj.next_player)
+    np.testing.assert_array_equal(nxt[~done], 1 - player[~done])
+    assert np.all(np.asarray(traj.reward) >= 0)  # an illegal move would lose (-1)
+    pushed = selfplay.archive_push(archive, end)
+    np.testing.assert_array_equal(np.asarray(pushed.observation[:, 0]),
+                                  np.asarray(end.observation))
+    np.testing.assert_array_equal(np.asarray(pushed.observation[:, 1]),
+                                  np.asarray(archive.observation[:, 0]))
+    with pytest.raises(ValueError, match="reuse_root"):
+        selfplay.selfplay(fn, ENV, variables, states, jax.random.PRNGKey(2), num_plies=1,
+                          temperature_plies=0, archive=archive, archive_starts=0.5,
+                          reuse_root=True)
+
+
+def test_restart_states_draw_uniformly_with_the_given_probability():
+    kept = _positions([[0], [1], [2], [3], [4], [5]])
+    archive = jax.tree.map(lambda x: x.reshape((3, 2) + x.shape[1:]), kept)  # [3, 2]
+    ids = jnp.arange(3000, dtype=jnp.int32)
+    starts = jax.jit(lambda k1, k2: selfplay.restart_states(
+        ENV, archive, 0.3, k1, k2, ids))(jax.random.PRNGKey(3), jax.random.PRNGKey(4))
+    board = np.asarray(starts.observation)[..., :2].any(-1).reshape(3000, 9)  # stones
+    stones = board.sum(-1)
+    assert set(np.unique(stones)) == {0, 1}  # the empty board or one archived stone
+    from_archive = stones == 1
+    assert 0.27 < from_archive.mean() < 0.33
+    # Which archived position: uniform over the six.
+    which = board.argmax(-1)  # its one stone's cell
+    counts = np.bincount(which[from_archive], minlength=9)[:6]
+    np.testing.assert_allclose(counts / from_archive.sum(), 1 / 6, atol=0.04)
+
+
 def test_reuse_root_refused_for_games_with_chance():
     class Chancy(type(ENV)):
         deterministic = False
