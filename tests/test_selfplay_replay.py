@@ -21,6 +21,17 @@ def _traj(player, reward, done, next_player):
         done=jnp.asarray(done, bool), next_player=jnp.asarray(next_player, jnp.int32))
 
 
+def _tiny_search(policy="gumbel", **more):
+    """A one-block, 8-channel tic-tac-toe network and its 4-simulation search."""
+    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
+    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
+    cfg = ml_collections.ConfigDict(dict(
+        policy=policy, num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
+        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0,
+        **more))
+    return variables, search.make_search(ENV, net, cfg)
+
+
 def test_value_targets_hand_made():
     # Column 0: p0 wins at t=2; a new game starts at t=3 and p1 wins at t=4 (p1 moved);
     #           then t=5 starts a game that has not ended (invalid).
@@ -86,12 +97,7 @@ def test_value_targets_bootstrap_by_hand():
 
 
 def test_selfplay_records_consistent_games():
-    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
-    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
-    cfg = ml_collections.ConfigDict(dict(
-        policy="gumbel", num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
-        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
-    fn = search.make_search(ENV, net, cfg)
+    variables, fn = _tiny_search()
     states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 4))
     traj, states = jax.jit(lambda s, k: selfplay.selfplay(
         fn, ENV, variables, s, k, num_plies=20, temperature_plies=4))(states,
@@ -115,13 +121,7 @@ def test_reused_roots_play_the_same_games(policy="gumbel"):
     20 plies of tic-tac-toe with restarts, sampled openings and Dirichlet/Gumbel noise,
     with the search's root tactics (wins and blocks masked) and node tactics on (the root
     must get the same node tactics as the tree's nodes, or the reused roots differ)."""
-    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
-    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
-    cfg = ml_collections.ConfigDict(dict(
-        policy=policy, num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
-        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0,
-        tactics="win_and_block"))
-    fn = search.make_search(ENV, net, cfg)
+    variables, fn = _tiny_search(policy=policy, tactics="win_and_block")
     states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 6))
 
     def play(reuse_root):
@@ -189,12 +189,7 @@ def test_restarts_from_the_archive():
     archive (hand-made here: 2 game slots x 2 positions, none of them the empty board),
     and plays on legally from it; the archive takes a window's end positions newest
     first."""
-    net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
-    variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
-    cfg = ml_collections.ConfigDict(dict(
-        policy="gumbel", num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
-        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0))
-    fn = search.make_search(ENV, net, cfg)
+    variables, fn = _tiny_search()
     kept = _positions([[4], [0, 8], [4, 0, 2], [1, 3, 5, 7]])  # 4 positions
     archive = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), kept)  # [B=2, K=2]
     states = jax.vmap(ENV.init)(jax.random.split(jax.random.PRNGKey(1), 2))
