@@ -277,7 +277,8 @@ def check_memory(config: ml_collections.ConfigDict, env, pending_length: int,
     """Refuses a replay buffer that cannot fit, before anything is allocated or compiled.
 
     The buffer is the one allocation that grows with the config alone (capacity x position
-    size), next to the pending plies (batch_size x L positions, L = `pending_length`). They
+    size), next to the pending plies (batch_size x L positions, L = `pending_length`) and
+    the restart positions (batch_size x archive_size, with selfplay.archive_starts). They
     must fit in 80% of one device's memory (`bytes_limit` on GPU/TPU), or on a CPU, where
     the devices share the host's memory, all of them in 80% of the RAM.
 
@@ -291,6 +292,8 @@ def check_memory(config: ml_collections.ConfigDict, env, pending_length: int,
 
     capacity = int(config.replay.capacity)
     pending = int(config.selfplay.batch_size) * pending_length  # positions
+    if config.selfplay.get("archive_starts", 0.0):  # restart positions, about one each
+        pending += int(config.selfplay.batch_size) * int(config.selfplay.get("archive_size", 4))
     per_position = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
                        for x in jax.tree.leaves(replay.example_sample(env)))
     device = next((d for d in devices if d.process_index == jax.process_index()), devices[0])
@@ -315,8 +318,8 @@ def check_memory(config: ml_collections.ConfigDict, env, pending_length: int,
             f"invalid config:\n  replay.capacity={capacity} needs {need / gib:.1f} GiB for the "
             f"replay buffer ({per_position} bytes per position) but {where} has "
             f"{limit / gib:.1f} GiB; lower replay.capacity to at most {max(largest, 0)}"
-            + (f" (the {pending} pending plies, selfplay.batch_size x max_game_length, take "
-               "their share)" if pending else ""))
+            + (f" (the {pending} pending plies and restart positions, selfplay.batch_size x "
+               "(max_game_length + archive_size), take their share)" if pending else ""))
 
 
 # =========================================================================== loading

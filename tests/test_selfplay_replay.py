@@ -235,6 +235,18 @@ def test_restart_states_draw_uniformly_with_the_given_probability():
     np.testing.assert_allclose(counts / from_archive.sum(), 1 / 6, atol=0.04)
 
 
+def test_restart_positions_count_against_memory():
+    from az_jax import config as config_lib
+    from configs import tictactoe
+
+    config = tictactoe.get_config()
+    config.selfplay.archive_size = 2**31 - 1  # positions per game slot: far beyond the RAM
+    config_lib.check_memory(config, ENV, 0, jax.devices())  # restarts off: nothing kept
+    config.selfplay.archive_starts = 0.5
+    with pytest.raises(ValueError, match="restart positions"):
+        config_lib.check_memory(config, ENV, 0, jax.devices())
+
+
 def test_reuse_root_refused_for_games_with_chance():
     class Chancy(type(ENV)):
         deterministic = False
