@@ -120,7 +120,8 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
       (Trajectory [T, B, ...], the states after the window).
 
     Raises:
-      ValueError: `reuse_root=True` with an env that is not deterministic.
+      ValueError: `reuse_root=True` with an env that is not deterministic, or with restarts
+        from the archive.
     """
     restarts = archive is not None and archive_starts > 0
     if reuse_root is None:
@@ -146,9 +147,7 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
             fresh = restart_states(env, archive, archive_starts, k_archive, key, game_ids)
         else:
             fresh = jax.vmap(env.init)(per_game_keys(key, game_ids))
-        return jax.tree.map(
-            lambda f, s: jnp.where(states.done.reshape((-1,) + (1,) * (s.ndim - 1)), f, s),
-            fresh, states)
+        return _per_game_where(states.done, fresh, states)
 
     k_reset, k_scan = jax.random.split(key)
     states = reset_done(states, k_reset)
@@ -237,9 +236,13 @@ def restart_states(env, archive, archive_starts: float, key, init_key, game_ids)
 
     use, pick = jax.vmap(one)(per_game_keys(key, game_ids))  # bool[B], int32[B]
     fresh = jax.vmap(env.init)(per_game_keys(init_key, game_ids))
+    return _per_game_where(use, jax.tree.map(lambda a: a[pick], flat), fresh)
+
+
+def _per_game_where(cond, a, b):
+    """Game b of `a` where cond[b], else of `b` (pytrees with leaves [B, ...])."""
     return jax.tree.map(
-        lambda a, f: jnp.where(use.reshape((-1,) + (1,) * (f.ndim - 1)), a[pick], f),
-        flat, fresh)
+        lambda x, y: jnp.where(cond.reshape((-1,) + (1,) * (y.ndim - 1)), x, y), a, b)
 
 
 def init_archive(states, size: int):
