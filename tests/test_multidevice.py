@@ -20,18 +20,20 @@ from tests.tiny import tiny_training
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tiny_config():
+def _tiny_config(archive_starts=0.5):
     from configs import tictactoe
 
     # Playout-cap randomization on: its per-ply draw must be the same on every device; and
-    # restarts from the archive: each shard draws from its own games' positions.
+    # restarts from the archive: each shard draws from its own games' positions. Without
+    # restarts (archive_starts=0) self-play reuses each root's evaluation from the previous
+    # search's tree instead (`selfplay.reuse_root`), so both paths run on four devices.
     return tiny_training(
         tictactoe.get_config(), network__channels=8, search__num_simulations=4,
         selfplay__batch_size=16, selfplay__num_plies=5, train__batch_size=16,
         train__updates_per_iteration=2, train__num_iterations=4, replay__min_size=1,
         parallel__shards=4, selfplay__fast_simulations=2, selfplay__full_search_fraction=0.5,
-        checkpoint__every=4, checkpoint__save_replay=True, selfplay__archive_starts=0.5,
-        selfplay__archive_size=2)
+        checkpoint__every=4, checkpoint__save_replay=True,
+        selfplay__archive_starts=archive_starts, selfplay__archive_size=2)
 
 
 def _worker(out_dir: str) -> None:
@@ -56,6 +58,15 @@ def _worker(out_dir: str) -> None:
         report[f"games{n}"] = metrics["games"]
         report[f"full{n}"] = metrics["plies_full_search"]
         report[f"moves{n}"] = metrics["moves"]
+    # Root reuse (restarts off): two iterations on one device and on four, the same network.
+    reuse = _tiny_config(archive_starts=0.0)
+    reuse.train.num_iterations = 2
+    for n in (1, 4):
+        metrics = trainer.train_and_evaluate(reuse, str(Path(out_dir) / f"reuse{n}"),
+                                             devices=devices[:n])
+        params = jax.tree.leaves(checkpoint.restore(Path(out_dir) / f"reuse{n}").variables)
+        np.savez(Path(out_dir) / f"reuse{n}.npz", *[np.asarray(p) for p in params])
+        report[f"reuse_loss{n}"] = metrics["loss"]
 
     # A new 4-device run starting from the 1-device run's network (train.init_from; no
     # update: the replay never fills) holds exactly that network.
@@ -158,6 +169,8 @@ def result(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = json.loads((out / "report.json").read_text())
     p1, p4 = np.load(out / "params1.npz"), np.load(out / "params4.npz")
+    r1, r4 = np.load(out / "reuse1.npz"), np.load(out / "reuse4.npz")
+    report["reuse_params"] = ([r1[k] for k in r1.files], [r4[k] for k in r4.files])
     return report, [p1[k] for k in p1.files], [p4[k] for k in p4.files]
 
 
@@ -174,6 +187,16 @@ def test_four_devices_train_like_one(result):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # The run trained: the parameters moved away from their initial values.
     assert report["moved"] > 1e-3
+
+
+@pytest.mark.slow
+def test_four_devices_reuse_roots_like_one(result):
+    report, _, _ = result
+    assert report["reuse_loss4"] == pytest.approx(report["reuse_loss1"], rel=1e-4, abs=1e-5)
+    r1, r4 = report["reuse_params"]
+    assert len(r1) == len(r4) > 0
+    for a, b in zip(r1, r4, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
