@@ -67,7 +67,7 @@ DEFAULT_EVAL_SIMS_PER_CONSIDERED = 16
 # policy (the self-play target) and the final choice (mctx's `qtransform_completed_by_mix_
 # value`, sigma(q) = (50 + max visits) * value_scale * q, q rescaled to [0, 1]): mctx's
 # 0.1, in both modes (configs saved before the fields existed searched with it). Larger
-# helped Connect4 at 64 simulations and hurt at 400 (README, Benchmarks, "A twelfth round").
+# helped Connect4 at 64 simulations and hurt at 400 (docs/learning.md, "A twelfth round").
 DEFAULT_VALUE_SCALE = 0.1
 # Games with `winning_moves`: every node of a search whose root has tactics also knows what
 # one move ahead decides there (`node_tactics`).

@@ -98,7 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
     # 2023): a game that ends starts again, with this probability, from one of the
     # positions its shard's games stood at when recent windows ended (archive_size per
     # game), else from the game's start. 0 = always the start. On Connect4 (CPU config, two
-    # seeds) 0.5 was level to worse, and worse on beginning-hard (README, Benchmarks, "A
+    # seeds) 0.5 was level to worse, and worse on beginning-hard (docs/learning.md, "A
     # sixteenth round").
     c.selfplay.archive_starts = 0.0
     c.selfplay.archive_size = 4
