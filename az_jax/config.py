@@ -292,8 +292,10 @@ def check_memory(config: ml_collections.ConfigDict, env, pending_length: int,
 
     capacity = int(config.replay.capacity)
     pending = int(config.selfplay.batch_size) * pending_length  # positions
+    kept = ["selfplay.batch_size x max_game_length pending plies"] if pending else []
     if config.selfplay.get("archive_starts", 0.0):  # restart positions, about one each
         pending += int(config.selfplay.batch_size) * int(config.selfplay.get("archive_size", 4))
+        kept.append("selfplay.batch_size x archive_size restart positions")
     per_position = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
                        for x in jax.tree.leaves(replay.example_sample(env)))
     device = next((d for d in devices if d.process_index == jax.process_index()), devices[0])
@@ -318,8 +320,8 @@ def check_memory(config: ml_collections.ConfigDict, env, pending_length: int,
             f"invalid config:\n  replay.capacity={capacity} needs {need / gib:.1f} GiB for the "
             f"replay buffer ({per_position} bytes per position) but {where} has "
             f"{limit / gib:.1f} GiB; lower replay.capacity to at most {max(largest, 0)}"
-            + (f" (the {pending} pending plies and restart positions, selfplay.batch_size x "
-               "(max_game_length + archive_size), take their share)" if pending else ""))
+            + (f" (the {pending} positions of {' and '.join(kept)} take their share)"
+               if pending else ""))
 
 
 # =========================================================================== loading
