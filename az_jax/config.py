@@ -135,6 +135,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "train.max_grad_norm": Float(0.0, low_ok=False),
     "train.value_weight": Float(0.0),
     "train.q_target_weight": Float(0.0, 1.0, optional=True),
+    "train.surprise_weight": Float(0.0, 1.0, optional=True),
     "train.init_from": Str("a workdir, a checkpoint directory or model:NAME ('' for a fresh "
                            "network)", optional=True),
     "train.augment": Bool(),

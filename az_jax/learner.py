@@ -3,8 +3,11 @@
 loss = cross-entropy(search policy, network policy) + value_weight * (z - v)^2 (the
 cross-entropy averaged over the positions that have a policy target); with the "wdl" value
 head the value term is the cross-entropy between the head's win/draw/loss logits and
-`wdl_target(z)`,
-weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
+`wdl_target(z)`. With `surprise_weight` s > 0 each position's two terms are weighted by
+(1 - s) + s * KL(target || network policy) / (the batch's mean KL): KataGo's policy surprise
+weighting, with the surprise measured against the network being trained rather than the
+self-play prior (the replay keeps no prior); the weights average 1 over the batch.
+Weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
 A non-finite loss or gradient skips the update and is counted in the metrics.
 """
 
@@ -101,7 +104,21 @@ def wdl_target(z: jax.Array) -> jax.Array:
     return jnp.stack([win, 1.0 - win - loss, loss], axis=-1)
 
 
-def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: float
+def surprise_weights(logits: jax.Array, policy: jax.Array, strength: float) -> jax.Array:
+    """float32[N] sample weights (1 - strength) + strength * KL_i / mean KL from the network's
+    logits [N, A] and the policy targets [N, A]; positions without a policy target (all
+    zero) weigh 1 and do not count in the mean. No gradient flows through the weights."""
+    has_policy = policy.sum(-1) > 0  # bool[N]
+    cross = optax.softmax_cross_entropy(logits, policy)  # [N]
+    entropy = -jnp.sum(jax.scipy.special.xlogy(policy, policy), -1)  # [N]
+    kl = jax.lax.stop_gradient(jnp.where(has_policy, jnp.maximum(cross - entropy, 0.0), 0.0))
+    mean = kl.sum() / jnp.maximum(has_policy.sum(), 1)
+    weights = (1.0 - strength) + strength * kl / jnp.maximum(mean, 1e-6)
+    return jnp.where(has_policy, weights, 1.0)
+
+
+def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: float,
+            surprise_weight: float = 0.0
             ) -> tuple[jax.Array, tuple[dict[str, jax.Array], Any]]:
     """AlphaZero loss on a batch. Returns (loss, (metrics, new_batch_stats))."""
     check_batch(batch)
@@ -119,13 +136,16 @@ def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: flo
     # Positions without a policy target (all-zero policy: the fast searches of playout-cap
     # randomization) add nothing; the mean is over the positions that have one.
     has_policy = batch.policy.sum(-1) > 0  # bool[N]
-    policy_loss = (optax.softmax_cross_entropy(logits, batch.policy).sum()
+    weights = (surprise_weights(logits, batch.policy, surprise_weight) if surprise_weight
+               else jnp.ones_like(batch.value))  # float32[N]
+    policy_loss = (jnp.sum(weights * optax.softmax_cross_entropy(logits, batch.policy))
                    / jnp.maximum(has_policy.sum(), 1))
     value_loss = jnp.mean((value - batch.value) ** 2)  # logged for every head
     if net.value_head == "wdl":
-        value_term = optax.softmax_cross_entropy(raw, wdl_target(batch.value)).mean()
+        value_term = jnp.mean(weights * optax.softmax_cross_entropy(raw,
+                                                                    wdl_target(batch.value)))
     else:
-        value_term = value_loss
+        value_term = jnp.mean(weights * (value - batch.value) ** 2)
     loss = policy_loss + value_weight * value_term
     log_p = jax.nn.log_softmax(logits)
     probs = jnp.exp(log_p)
@@ -143,7 +163,8 @@ def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: flo
 
 
 def update(state: TrainState, batch: Sample, *, net, tx: optax.GradientTransformation,
-           value_weight: float = 1.0) -> tuple[TrainState, dict[str, jax.Array]]:
+           value_weight: float = 1.0, surprise_weight: float = 0.0
+           ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One gradient step. Skips it (state unchanged) when the loss or gradient is not finite.
 
     Returns:
@@ -151,7 +172,7 @@ def update(state: TrainState, batch: Sample, *, net, tx: optax.GradientTransform
     """
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
     (loss, (metrics, new_stats)), grads = grad_fn(
-        state.params, state.batch_stats, net, batch, value_weight)
+        state.params, state.batch_stats, net, batch, value_weight, surprise_weight)
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

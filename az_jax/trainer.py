@@ -252,7 +252,8 @@ def make_steps(setup: Setup):
     def learn_step(train_state, buffer_state, key):
         """One gradient step on a fresh batch from the replay shards."""
         return learner.update(train_state, sample(buffer_state, key), net=setup.net,
-                              tx=setup.tx, value_weight=c.train.value_weight)
+                              tx=setup.tx, value_weight=c.train.value_weight,
+                              surprise_weight=c.train.get("surprise_weight", 0.0))
 
     return play, learn_step
 

@@ -126,6 +126,9 @@ def get_config() -> ml_collections.ConfigDict:
     # Value target = (1 - w) * game outcome + w * the search's root value at the ply (w = 0:
     # AlphaZero's outcome alone; 0.5: the average of z and q some Connect4 studies prefer).
     c.train.q_target_weight = 0.0
+    # Policy surprise weighting (KataGo): each position's loss weighted (1 - w) + w * its
+    # KL(search policy || network policy) / the batch's mean; 0 = every position alike.
+    c.train.surprise_weight = 0.0
     c.train.augment = True  # random board symmetry per sample
     # A new run's network starts from another run's: a workdir, a checkpoint directory or
     # model:NAME (shipped). Same network shapes; with network.head=conv the board size may

@@ -126,6 +126,45 @@ def test_wdl_target_hand_worked():
     np.testing.assert_allclose(got[:5, 0] - got[:5, 2], z[:5], atol=1e-7)
 
 
+def test_surprise_weights_hand_worked():
+    """KL(target || softmax(logits)) over the batch's mean: a uniform network and a one-hot
+    target are log 2 apart, a uniform target 0; a position without a target weighs 1."""
+    from az_jax import learner
+
+    logits = jnp.zeros((3, 2))
+    policy = jnp.array([[1.0, 0.0], [0.5, 0.5], [0.0, 0.0]])
+    # mean KL over the two targets: log(2) / 2, so the weights are 2, 0 (and 1 unweighted)
+    np.testing.assert_allclose(learner.surprise_weights(logits, policy, 1.0), [2, 0, 1],
+                               atol=1e-6)
+    np.testing.assert_allclose(learner.surprise_weights(logits, policy, 0.5), [1.5, 0.5, 1],
+                               atol=1e-6)
+    assert learner.surprise_weights(logits, jnp.zeros((3, 2)), 1.0).tolist() == [1, 1, 1]
+
+
+def test_surprise_weight_one_ignores_a_position_the_network_already_predicts():
+    """With surprise_weight=1 a position whose target equals the network's policy weighs 0:
+    its value target no longer moves the loss; with 0 (AlphaZero) it does."""
+    from az_jax import learner
+    from az_jax.replay import Sample
+
+    env = envs.make("tictactoe")
+    # no batch norm: the loss's training-mode policy is the one computed here
+    net = network.ResNet(num_actions=env.num_actions, channels=4, num_blocks=0, norm="none")
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (2, *env.observation_shape))
+    mask = jnp.ones((2, env.num_actions), bool)
+    logits, _ = net.apply(variables, obs, mask)
+    policy = jnp.stack([jax.nn.softmax(logits[0]), jax.nn.one_hot(4, env.num_actions)])
+
+    def loss(z0, strength):
+        batch = Sample(obs.astype(env.observation_dtype), policy, mask, jnp.array([z0, 1.0]))
+        return float(learner.loss_fn(variables["params"], variables.get("batch_stats", {}),
+                                     net, batch, 1.0, strength)[0])
+
+    assert abs(loss(1.0, 1.0) - loss(-1.0, 1.0)) < 1e-5
+    assert abs(loss(1.0, 0.0) - loss(-1.0, 0.0)) > 1e-3
+
+
 @pytest.mark.parametrize("value_head", ["tanh", "wdl"])
 def test_value_heads_give_the_value_of_their_raw_outputs(value_head):
     env = envs.make("tictactoe")
