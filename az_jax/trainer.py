@@ -258,6 +258,31 @@ def make_steps(setup: Setup):
     return play, learn_step
 
 
+def forget_after(workdir, iteration: int) -> None:
+    """Drops what a killed process logged after the checkpoint its run resumes from (all of
+    it for a new run): metrics.jsonl's rows of later iterations (and a torn last line), and
+    the training evaluator's matches of later iterations in elo.json. The resumed run plays
+    those iterations again, exactly, and logs them anew; kept, they would appear twice."""
+    from az_jax.eval import elo
+
+    path = Path(workdir) / "metrics.jsonl"
+    if path.exists():
+        lines = path.read_text().splitlines(keepends=True)
+        keep = []
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("iteration", 0) <= iteration:
+                keep.append(line if line.endswith("\n") else line + "\n")
+        if len(keep) != len(lines):
+            tmp = path.with_name(".metrics.jsonl.tmp")
+            tmp.write_text("".join(keep))
+            os.replace(tmp, path)
+    elo.forget_after(workdir, iteration)
+
+
 def make_iteration(setup: Setup):
     """Builds `iteration(train_state, games, buffer_state, key) -> (..., metrics)`: one
     jittable program, self-play then `train.updates_per_iteration` steps in a `lax.scan`
@@ -527,6 +552,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
+    if is_writer:
+        forget_after(workdir, start)
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
     minutes = config.train.get("minutes", 0.0)
     bar = _progress(config, start, is_writer)

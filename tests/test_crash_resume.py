@@ -114,6 +114,19 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
     assert it_ref == it_run == ITERATIONS
     for a, b in zip(ref_leaves, run_leaves, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+    # The log too: one row per iteration, as the run never killed wrote it (the iterations
+    # a kill cut off after the last checkpoint were played and logged again, not twice).
+    timing = {"seconds", "games_per_s", "moves_per_s"}
+    rows = {}
+    for name in (ref, run):
+        lines = (name / "metrics.jsonl").read_text().splitlines()
+        rows[name] = [{k: v for k, v in json.loads(x).items() if k not in timing}
+                      for x in lines]
+    assert [r["iteration"] for r in rows[run]] == list(range(1, ITERATIONS + 1))
+    for got, want in zip(rows[run], rows[ref], strict=True):
+        assert got.keys() == want.keys()
+        np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-5,
+                                   err_msg=f"iteration {want['iteration']}")
 
 
 def _tiny_config(iterations=2):

@@ -82,3 +82,21 @@ def test_record_file(tmp_path):
     (tmp_path / "elo.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not an az_jax Elo ladder"):
         elo.load(tmp_path)
+
+
+def test_forget_after_drops_the_training_matches_a_resume_plays_again(tmp_path):
+    """A run resumed from iteration 10 plays its iteration-20 evaluation again: the one a
+    killed process recorded goes (and its player's rating), the evaluate CLI's stays."""
+    elo.record(tmp_path, [("iter-10/mcts:8", "random", 6, 1, 1)], iteration=10)
+    elo.record(tmp_path, [("iter-20/mcts:8", "random", 8, 0, 0)], iteration=20)
+    elo.record(tmp_path, [("iter-20/mcts:8", "onestep", 3, 0, 1)], iteration=20,
+               source="evaluate")
+    elo.forget_after(tmp_path, 10)
+    data = elo.load(tmp_path)
+    assert [(m["a"], m["b"], m["source"]) for m in data["matches"]] == [
+        ("iter-10/mcts:8", "random", "train"), ("iter-20/mcts:8", "onestep", "evaluate")]
+    # the refit ladder: iter-20 now rests on its 4 games against onestep alone
+    assert data["ratings"]["iter-20/mcts:8"]["games"] == 4
+    before = (tmp_path / elo.FILENAME).read_text()
+    elo.forget_after(tmp_path, 10)  # nothing more to drop: the file is left as it is
+    assert (tmp_path / elo.FILENAME).read_text() == before

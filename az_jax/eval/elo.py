@@ -253,6 +253,23 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
     return ratings
 
 
+def forget_after(workdir, iteration: int) -> None:
+    """Drops the training evaluator's matches of iterations after `iteration` and refits
+    the ladder: a run resumed from that iteration plays them again, exactly, and records
+    them anew (they would count twice otherwise). Matches of the evaluate CLI stay."""
+    if not path(workdir).exists():
+        return
+    with _locked(workdir):
+        data = load(workdir)
+        keep = [m for m in data["matches"] if m.get("source") != "train"
+                or m.get("iteration") is None or m["iteration"] <= iteration]
+        if len(keep) == len(data["matches"]):
+            return
+        data["matches"] = keep
+        data["ratings"] = ratings_json(fit(keep, anchor=data.get("anchor", ANCHOR)))
+        _write(workdir, data)
+
+
 def format_table(ratings: dict[str, Rating], players: Iterable[str] | None = None) -> str:
     """A text table of ratings (all players, or only `players`), strongest first."""
     wanted = None if players is None else set(players)
