@@ -263,22 +263,15 @@ def forget_after(workdir, iteration: int) -> None:
     it for a new run): metrics.jsonl's rows of later iterations (and a torn last line), and
     the training evaluator's matches of later iterations in elo.json. The resumed run plays
     those iterations again, exactly, and logs them anew; kept, they would appear twice."""
+    from az_jax import plots
     from az_jax.eval import elo
 
     path = Path(workdir) / "metrics.jsonl"
     if path.exists():
-        lines = path.read_text().splitlines(keepends=True)
-        keep = []
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and row.get("iteration", 0) <= iteration:
-                keep.append(line if line.endswith("\n") else line + "\n")
-        if len(keep) != len(lines):
+        keep = [r for r in plots.read_metrics(workdir) if r.get("iteration", 0) <= iteration]
+        if len(keep) != len(path.read_text().splitlines()):
             tmp = path.with_name(".metrics.jsonl.tmp")
-            tmp.write_text("".join(keep))
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
             os.replace(tmp, path)
     elo.forget_after(workdir, iteration)
 
