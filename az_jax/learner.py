@@ -61,7 +61,9 @@ def make_schedule(config, total_steps: int) -> optax.Schedule:
 
 
 def make_optimizer(config, total_steps: int) -> optax.GradientTransformation:
-    """Global-norm clipping, then AdamW or SGD+momentum with decoupled weight decay."""
+    """Global-norm clipping, then AdamW (decoupled weight decay, scaled by the learning
+    rate) or SGD with Nesterov momentum 0.9 and L2 regularisation, as AlphaZero: weight_decay
+    * params is added to the gradient before the momentum."""
     schedule = make_schedule(config, total_steps)
     if config.optimizer == "adamw":
         opt = optax.adamw(schedule, weight_decay=config.weight_decay)

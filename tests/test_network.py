@@ -165,6 +165,36 @@ def test_surprise_weight_one_ignores_a_position_the_network_already_predicts():
     assert abs(loss(1.0, 0.0) - loss(-1.0, 0.0)) > 1e-3
 
 
+def test_optimizers_decay_weights_as_documented():
+    """Hand-worked first steps with a zero gradient, so only weight decay moves the weights
+    (constant learning rate lr, decay wd). AdamW decays by lr * wd, outside its moments.
+    SGD adds wd * w to the gradient before Nesterov momentum 0.9: the first update is
+    lr * 1.9 * wd * w0, the second lr * (1.9 * wd * w1 + 0.81 * wd * w0) (its momentum
+    still holds the first step's term). Decay applied after the momentum would fail."""
+    from az_jax import learner
+
+    lr, wd, w = 0.1, 0.01, jnp.array([2.0, -4.0])
+    zero = jnp.zeros(2)
+
+    def steps(optimizer, n):
+        c = ml_collections.ConfigDict(dict(optimizer=optimizer, learning_rate=lr,
+                                           schedule="constant", warmup_steps=0,
+                                           weight_decay=wd, max_grad_norm=1.0))
+        tx = learner.make_optimizer(c, 10)
+        params, state, out = w, tx.init(w), []
+        for _ in range(n):
+            updates, state = tx.update(zero, state, params)
+            params = params + updates
+            out.append(params)
+        return out
+
+    (a1,) = steps("adamw", 1)
+    np.testing.assert_allclose(a1, w * (1 - lr * wd), rtol=1e-6)
+    s1, s2 = steps("sgd", 2)
+    np.testing.assert_allclose(s1, w * (1 - lr * wd * 1.9), rtol=1e-6)
+    np.testing.assert_allclose(s2, s1 - lr * wd * (s1 + 0.9 * (0.9 * w + s1)), rtol=1e-6)
+
+
 @pytest.mark.parametrize("value_head", ["tanh", "wdl"])
 def test_value_heads_give_the_value_of_their_raw_outputs(value_head):
     env = envs.make("tictactoe")
