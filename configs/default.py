@@ -116,7 +116,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.minutes = 0.0
     c.train.updates_per_iteration = 32  # gradient steps per iteration
     c.train.batch_size = 256  # positions per gradient step
-    c.train.optimizer = "adamw"  # adamw | sgd
+    # adamw | sgd (Nesterov momentum 0.9, L2 decay). On Connect4's CPU config SGD at its best
+    # learning rate, 0.5, was level with AdamW at 2e-2 (docs/learning.md, "A twentieth round").
+    c.train.optimizer = "adamw"
     c.train.learning_rate = 1e-3
     c.train.schedule = "cosine"  # constant | cosine | onecycle
     c.train.warmup_steps = 100
