@@ -95,7 +95,11 @@ class ResNet(nn.Module):
         if self.norm == "batch":
             return nn.BatchNorm(use_running_average=not train, momentum=0.9, dtype=self.dtype)
         if self.norm == "layer":
-            return nn.LayerNorm(dtype=self.dtype)
+            # Over the whole feature map [H, W, C] of each position, a scale and bias per
+            # channel (no parameter depends on the board's size). Not over the channels
+            # alone: the heads' 1x1 convolutions have 1-2 channels, which that would flatten
+            # to a constant or a sign.
+            return nn.LayerNorm(reduction_axes=(-3, -2, -1), dtype=self.dtype)
         return lambda x: x
 
     @nn.compact

@@ -103,6 +103,24 @@ def test_value_channels_widen_the_value_head_and_older_configs_keep_one():
         network.make_network(config, env)
 
 
+@pytest.mark.parametrize("norm", network._NORMS)
+def test_every_norm_lets_the_observation_reach_both_heads(norm):
+    """The value head's 1x1 convolution has one channel and the policy head's two: a
+    normalisation over the channels alone would make the value a constant and the
+    policy a function of signs. With each norm, different positions get different
+    values, and the value and logits vary smoothly with the input."""
+    env = envs.make("tictactoe")
+    net = network.ResNet(num_actions=env.num_actions, channels=4, num_blocks=1, norm=norm)
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (4, *env.observation_shape))
+    logits, value = net.apply(variables, obs)
+    assert float(jnp.std(value)) > 1e-4
+    eps = jax.random.normal(jax.random.PRNGKey(2), obs.shape) * 1e-3
+    logits2, _ = net.apply(variables, obs + eps)
+    moved = jnp.abs(logits2 - logits).max(axis=1)
+    assert bool((moved > 0).all()) and float(moved.max()) < 0.1
+
+
 def test_conv_head_needs_one_action_per_point():
     config = ml_collections.ConfigDict(dict(channels=8, num_blocks=1, norm="batch",
                                             dtype="float32", head="conv"))
