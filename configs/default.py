@@ -17,7 +17,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.network = ml_collections.ConfigDict()
     c.network.channels = 64  # conv width
     c.network.num_blocks = 6  # residual blocks
-    c.network.norm = "batch"  # batch | layer | none
+    # batch | layer (over each position's [H, W, C]) | none. Layer norm was worse than batch
+    # norm on Connect4's CPU config, both seeds (docs/learning.md, "A twenty-first round").
+    c.network.norm = "batch"
     c.network.dtype = "float32"  # float32 | bfloat16 (compute; parameters stay float32)
     # dense (AlphaZero's heads) | conv (fully convolutional: no parameter depends on the
     # board size, so one network plays several sizes; needs one action per board point)
