@@ -108,7 +108,7 @@ def test_every_norm_lets_the_observation_reach_both_heads(norm):
     """The value head's 1x1 convolution has one channel and the policy head's two: a
     normalisation over the channels alone would make the value a constant and the
     policy a function of signs. With each norm, different positions get different
-    values, and the value and logits vary smoothly with the input."""
+    values, and a small change of the input moves every position's logits a little."""
     env = envs.make("tictactoe")
     net = network.ResNet(num_actions=env.num_actions, channels=4, num_blocks=1, norm=norm)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
