@@ -42,16 +42,6 @@ def parse_side(env, text: str) -> int:
     raise ValueError(f"unknown side {text!r} for {env.id}; accepted: {accepted}")
 
 
-def quiet_logs() -> None:
-    """Hides orbax/absl info and warnings (read-only checkpoint notices) in the front ends."""
-    import logging
-
-    from absl import logging as absl_logging
-
-    absl_logging.set_verbosity(absl_logging.ERROR)
-    logging.getLogger("absl").setLevel(logging.ERROR)
-
-
 def wins(side: str) -> str:
     """'black wins', 'tigers win'."""
     return f"{side} {'win' if side.endswith('s') else 'wins'}"

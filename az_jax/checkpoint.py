@@ -68,6 +68,14 @@ class _QuietReadOnly(logging.Filter):
 logging.getLogger("absl").addFilter(_QuietReadOnly())
 
 
+def quiet_logs() -> None:
+    """Hides orbax/absl info and warnings (read-only checkpoint notices) in the front ends."""
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
 class Restored(NamedTuple):
     """What evaluation and play need, restored from a workdir without re-typing flags."""
 

@@ -251,7 +251,7 @@ def load_agent(model, size: int, rule: str, seed: int = 0):
     from az_jax import agent as agent_lib
     from az_jax import checkpoint as ckpt
 
-    agent_lib.quiet_logs()
+    ckpt.quiet_logs()
     env = envs.make("gomoku", size=size, rule=rule)
     if model.weights is not None:
         restored = ckpt.load_weights(model.weights, play_env=env)

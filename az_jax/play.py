@@ -298,8 +298,9 @@ def _read_line(prompt: str) -> str | None:
 def main(argv=None, read=None, write=print) -> int:
     args = build_parser().parse_args(argv)
     from az_jax import agent as agent_lib
+    from az_jax.checkpoint import quiet_logs
 
-    agent_lib.quiet_logs()
+    quiet_logs()
     if args.sims is not None and args.sims < 1:
         print(f"error: --sims must be >= 1, got {args.sims}", file=sys.stderr)
         return 2

@@ -255,7 +255,7 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     prior = jnp.zeros(legal.shape, jnp.float32) if prior is None else prior
 
     def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
-        _, checked = jax.lax.top_k(jnp.where(moves, prior, -jnp.inf),
+        _, checked = jax.lax.top_k(jnp.where(moves, prior, jnp.finfo(jnp.float32).min),
                                    min(_DEFENCES_CHECKED, env.num_actions))
         wins = jax.lax.map(lambda c: _wins_in_two_despite(env, c, state.current_player),
                            jax.tree.map(lambda x: x[checked], children))

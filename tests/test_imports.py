@@ -134,6 +134,45 @@ def test_envs_never_import_az_jax():
     assert bad == {}
 
 
+# docs/architecture.md's layers, lowest first; a module imports only its own layer and lower.
+LAYERS = (
+    ("game rules", ("envs",)),
+    ("core", ("az_jax.network", "az_jax.search", "az_jax.mctx_backward", "az_jax.selfplay",
+              "az_jax.replay", "az_jax.learner", "az_jax.parallel", "az_jax.parallel_setup")),
+    ("checkpoints", ("az_jax.checkpoint",)),  # the driver's file that evaluation restores with
+    ("evaluation", ("az_jax.eval",)),
+    ("driver", ("az_jax.config", "az_jax.trainer", "az_jax.workdir", "az_jax.plots")),
+    ("front ends", ("az_jax.play", "az_jax.web", "az_jax.gomocup", "az_jax.gomocup_worker",
+                    "az_jax.evaluate", "az_jax.agent", "az_jax.cli", "az_jax.bench")),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """Index in LAYERS of the entry naming `module` or a package above it; None for none."""
+    for i, (_, names) in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return i
+    return None
+
+
+def test_layer_of_reads_packages_not_prefixes():
+    assert layer_of("az_jax.eval.match") == layer_of("az_jax.eval") == 3
+    assert layer_of("az_jax.evaluate") == 5  # not the package az_jax.eval
+    assert layer_of("az_jax.web.server") == 5 and layer_of("envs.connect4") == 0
+    assert layer_of("az_jax.nonexistent") is None
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    """docs/architecture.md, "Layers", lazy imports included; every module has a layer."""
+    graph = import_graph(lazy=True)
+    unplaced = sorted(m for m in graph if layer_of(m) is None and m not in ("az_jax", "envs"))
+    assert unplaced == []
+    upward = sorted(f"{m} ({LAYERS[layer_of(m)][0]}) imports {d} ({LAYERS[layer_of(d)][0]})"
+                    for m, deps in graph.items() if layer_of(m) is not None
+                    for d in deps if layer_of(d) is not None and layer_of(d) > layer_of(m))
+    assert upward == []
+
+
 @pytest.mark.parametrize("name", sorted(n for n in modules() if not n.endswith("__main__")))
 def test_every_module_imports(name):
     importlib.import_module(name)

@@ -104,7 +104,7 @@ def greedy_act(apply_fn) -> Act:
     def act(variables, states, key):
         del key
         logits, _ = apply_fn(variables, states.observation, states.legal_action_mask)
-        logits = jnp.where(states.legal_action_mask, logits, -jnp.inf)  # argmax only
+        logits = jnp.where(states.legal_action_mask, logits, jnp.finfo(logits.dtype).min)
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
     return act

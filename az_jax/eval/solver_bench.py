@@ -472,11 +472,10 @@ def _evaluate(args) -> None:
 
     from az_jax import checkpoint as ckpt
     from az_jax import search as search_lib
-    from az_jax.agent import quiet_logs
     from az_jax.eval import players
 
     sets = load_sets(args.files, progress=not args.quiet)
-    quiet_logs()
+    ckpt.quiet_logs()
     restored = ckpt.load(workdir=args.workdir, model=args.model, step=args.checkpoint)
     where = args.workdir or f"the shipped model {args.model}"
     if restored.env.id != "connect4":

@@ -554,7 +554,7 @@ def main(argv=None) -> int:
         sources = _parse_sources(args.sources)
         command = "python -m az_jax.eval.tactics " + " ".join(
             sys.argv[1:] if argv is None else list(argv))
-        from az_jax.agent import quiet_logs
+        from az_jax.checkpoint import quiet_logs
 
         quiet_logs()
         make(args.size, args.out, sources, args.games, args.per_category, seed=args.seed,

@@ -515,9 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from az_jax import agent as agent_lib
+    from az_jax.checkpoint import quiet_logs
 
-    agent_lib.quiet_logs()
+    quiet_logs()
     if not 0 <= args.port <= 65535:
         print(f"error: --port must be in 0..65535 (0 = any free port), got {args.port}",
               file=sys.stderr)
