@@ -8,10 +8,10 @@
 
 Conventions (DESIGN.md): the embedding is the env `State` itself; `recurrent_fn` steps the
 env and evaluates the network; reward is that of the player who just moved; discount is -1
-while the game goes on (the next node belongs to the opponent; -gamma with
-`config.discount = gamma < 1`) and 0 at the end, where the value is 0 too. mctx masks
-invalid actions only at the root, so interior logits are masked here with the env's legal
-mask.
+while the game goes on and the turn passes (the next node belongs to the opponent; -gamma
+with `config.discount = gamma < 1`), +1 (+gamma) when the same player moves again (pgx's
+backgammon), and 0 at the end, where the value is 0 too. mctx masks invalid actions only at
+the root, so interior logits are masked here with the env's legal mask.
 
 Tactical safety (`config.tactics` in self-play, `config.eval_tactics` in evaluation; DESIGN.md
 "Gumbel's considered set is a blind spot"): before the search, every legal move of each root
@@ -328,11 +328,13 @@ def make_recurrent_fn(env, apply_fn, discount: float = 1.0, tactics: bool = Fals
         if tactics:
             logits, value = jax.vmap(functools.partial(node_tactics, env, discount=discount))(
                 next_state, logits, value)
+        logits = jnp.where(next_state.legal_action_mask, logits, jnp.finfo(logits.dtype).min)
         reward = next_state.rewards[jnp.arange(batch), state.current_player]
         done = next_state.done
+        same_mover = next_state.current_player == state.current_player  # bool[B]
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jnp.where(done, 0.0, -discount),
+            discount=jnp.where(done, 0.0, jnp.where(same_mover, discount, -discount)),
             prior_logits=logits,
             value=jnp.where(done, 0.0, value),
         )

@@ -1,9 +1,11 @@
 """Search over real env dynamics: wins in one, forced blocks, value signs, masking."""
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import mctx
 import ml_collections
 import numpy as np
 import pytest
@@ -83,19 +85,82 @@ def test_single_legal_move_is_finite(run):
     assert float(out.action_weights[0, 8]) == pytest.approx(1.0)
 
 
-def test_interior_logits_masked():
-    """recurrent_fn masks illegal children with finfo.min (never -inf)."""
-    rec = search.make_recurrent_fn(ENV, lambda v, o, m: NET.apply(v, o, m))
+def _unmasked(variables, obs, mask):
+    """A network that masks nothing: uniform logits, value 0."""
+    del variables, obs
+    return jnp.zeros(mask.shape, jnp.float32), jnp.zeros(mask.shape[:1], jnp.float32)
+
+
+@pytest.mark.parametrize("apply_fn", [lambda v, o, m: NET.apply(v, o, m), _unmasked],
+                         ids=["network", "unmasked"])
+def test_interior_logits_masked(apply_fn):
+    """recurrent_fn masks illegal children with finfo.min (never -inf), whether or not the
+    network masks its own logits."""
+    rec = search.make_recurrent_fn(ENV, apply_fn)
     state = _batch([0, 4])
     out, nxt = rec(VARS, jax.random.PRNGKey(0), jnp.array([8]), state)
     logits = np.asarray(out.prior_logits[0])
     legal = np.asarray(nxt.legal_action_mask[0])
-    assert np.all(np.isfinite(logits))
+    assert legal.sum() == 6 and np.all(np.isfinite(logits))
     assert np.all(logits[~legal] == np.finfo(np.float32).min)
+    assert np.all(logits[legal] > -1e9)
     np.testing.assert_array_equal(out.discount, [-1.0])
     rec = search.make_recurrent_fn(ENV, lambda v, o, m: NET.apply(v, o, m), discount=0.95)
     out, _ = rec(VARS, jax.random.PRNGKey(0), jnp.array([8]), state)
     np.testing.assert_allclose(out.discount, [-0.95])
+
+
+class _TwiceState(NamedTuple):
+    current_player: jax.Array  # int32[]
+    step_count: jax.Array  # int32[]
+    picks: jax.Array  # int32[]: how many of player 0's two moves were action 1
+    rewards: jax.Array  # float32[2]
+    done: jax.Array  # bool[]
+    observation: jax.Array  # float32[1]
+    legal_action_mask: jax.Array  # bool[2]
+
+
+class _Twice:
+    """A hand-made game where one player moves twice in a row, as in backgammon: player 0
+    plays two moves, then the game ends; player 0 wins if both were action 1, else loses."""
+
+    num_actions = 2
+
+    def init(self):
+        return _TwiceState(jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros(2),
+                           jnp.bool_(False), jnp.zeros(1), jnp.ones(2, bool))
+
+    def step(self, state, action, key):
+        del key
+        step_count, picks = state.step_count + 1, state.picks + action
+        done = step_count == 2
+        won = jnp.where(picks == 2, 1.0, -1.0)
+        return _TwiceState(jnp.where(done, 1, 0).astype(jnp.int32), step_count, picks,
+                           jnp.where(done, jnp.stack([won, -won]), 0.0), done,
+                           jnp.zeros(1), jnp.ones(2, bool))
+
+
+def test_discount_keeps_the_sign_when_the_mover_moves_again():
+    """The value of a node belongs to its mover: after a move that leaves the turn with the
+    same player (backgammon), mctx's backup must not flip it. A search over `_Twice` then
+    plays action 1, whose line wins; flipping the sign makes it prefer the losing action 0
+    (hand-worked: q(1) = +1, q(0) = -1 for player 0)."""
+    env = _Twice()
+    rec = search.make_recurrent_fn(env, _unmasked, discount=0.9)
+    root = jax.tree.map(lambda x: jnp.stack([x, x]), env.init())
+    out, mid = rec(None, jax.random.PRNGKey(0), jnp.array([1, 0]), root)
+    np.testing.assert_allclose(out.discount, [0.9, 0.9])  # player 0 moves again
+    out, _ = rec(None, jax.random.PRNGKey(0), jnp.array([1, 1]), mid)
+    np.testing.assert_allclose(out.discount, [0.0, 0.0])
+    np.testing.assert_allclose(out.reward, [1.0, -1.0])  # the mover's (player 0's) result
+    policy = jax.jit(lambda k: mctx.gumbel_muzero_policy(
+        None, k, mctx.RootFnOutput(prior_logits=jnp.zeros((2, 2)), value=jnp.zeros(2),
+                                   embedding=root),
+        search.make_recurrent_fn(env, _unmasked), num_simulations=16))
+    for seed in range(4):
+        out = policy(jax.random.PRNGKey(seed))
+        np.testing.assert_array_equal(out.action, [1, 1])
+        assert (np.asarray(out.search_tree.qvalues(jnp.zeros(2, jnp.int32)))[:, 1] > 0.5).all()
 
 
 def test_terminal_step_reward_and_discount():
