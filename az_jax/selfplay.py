@@ -60,10 +60,11 @@ def select_action(key, search_action, weights, visited, step_count, temperature_
       greedy_from_search: if True the late-game move is `policy_output.action` (Gumbel's
         choice, always visited); otherwise the argmax of `action_weights`.
     """
+    k_sample, k_uniform = jax.random.split(key)
     never = jnp.finfo(jnp.float32).min
     logits = jnp.where(visited, jnp.log(jnp.maximum(weights, 1e-30)), never)
-    sampled = jax.random.categorical(key, logits)
-    uniform = jax.random.categorical(jax.random.fold_in(key, 1), jnp.where(visited, 0.0, never))
+    sampled = jax.random.categorical(k_sample, logits)
+    uniform = jax.random.categorical(k_uniform, jnp.where(visited, 0.0, never))
     greedy = search_action if greedy_from_search else jnp.argmax(jnp.where(visited, weights, -1.0))
     action = jnp.where(step_count < temperature_plies, sampled, greedy)
     return jnp.where(step_count < random_plies, uniform, action).astype(jnp.int32)

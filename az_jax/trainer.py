@@ -276,6 +276,13 @@ def forget_after(workdir, iteration: int) -> None:
     elo.forget_after(workdir, iteration)
 
 
+def replay_ready(sizes, min_size: int):
+    """Whether the gradient steps may start: the buffer holds `replay.min_size` positions
+    and every logical shard at least one (each shard samples its own share of the batch; an
+    empty one would give rows of zeros). sizes: int32[S] (jax or numpy)."""
+    return (sizes.sum() >= min_size) & (sizes > 0).all()
+
+
 def make_iteration(setup: Setup):
     """Builds `iteration(train_state, games, buffer_state, key) -> (..., metrics)`: one
     jittable program, self-play then `train.updates_per_iteration` steps in a `lax.scan`
@@ -297,7 +304,7 @@ def make_iteration(setup: Setup):
             return ts, nan
 
         filled = buffer_state.size.sum()
-        ready = filled >= c.replay.min_size
+        ready = replay_ready(buffer_state.size, c.replay.min_size)
         train_state, m = jax.lax.cond(ready, learn, wait, train_state)
         return train_state, games, buffer_state, _iteration_metrics(m, ready, counts, filled, c)
 
@@ -322,7 +329,7 @@ def make_host_iteration(setup: Setup):
         k_play, k_learn = jax.random.split(key)
         games, buffer_state, counts = play(train_state.variables, games, buffer_state, k_play)
         filled = buffer_state.size.sum()
-        ready = bool(filled >= c.replay.min_size)
+        ready = bool(replay_ready(buffer_state.size, c.replay.min_size))
         if ready:
             ms = []
             for k in jax.random.split(k_learn, c.train.updates_per_iteration):

@@ -321,3 +321,16 @@ def test_replay_symmetry_keeps_policy_obs_and_mask_aligned():
         assert o.reshape(9, 3)[blocked, 1] == 1, "mask no longer on the opponent stone"
         seen.add(a)
     assert len(seen) > 3  # symmetries really were applied
+
+
+def test_updates_wait_for_every_shard():
+    """Each logical shard samples its own share of a batch, and an empty one gives rows of
+    zeros, so the updates start once the buffer holds `replay.min_size` positions and every
+    shard holds one (jax and numpy sizes alike)."""
+    from az_jax.trainer import replay_ready
+
+    for xp in (np, jnp):
+        assert not replay_ready(xp.array([500, 0]), 100)  # enough in all, one shard empty
+        assert replay_ready(xp.array([99, 1]), 100)
+        assert not replay_ready(xp.array([50, 49]), 100)
+        assert replay_ready(xp.array([1, 1, 1, 1]), 0)
