@@ -558,20 +558,79 @@ def load(workdir=None, checkpoint=None, model=None, step=None, env=None,
     return restore(workdir, step=step, env=env, play_env=play_env)
 
 
-def export_model(workdir, out_dir, step: int | None = None, note: str = "") -> Path:
+def export_model(workdir, out_dir, step: int | None = None, note: str = "",
+                 replace: bool = False) -> Path:
     """Writes a slim, play-only copy of a run's network (no optimizer, no replay) as a
     one-checkpoint workdir that `restore` / `load(model=...)` read like any other.
 
+    `out_dir` must be new or empty; with `replace`, it may hold an exported model, whose
+    checkpoint and weights this export replaces (its other files, such as a train.log,
+    stay). A training run or other files there are never touched. The export is written
+    beside `out_dir` first and moved in when complete, so a failure leaves `out_dir` as it
+    was.
+
     Returns the new checkpoint directory.
+    Raises:
+      ValueError: `out_dir` is not a place to export to (the message says why and what to do).
     """
+    out_dir = _export_target(workdir, out_dir, replace)
     restored = restore(workdir, step=step)
-    out_dir = Path(out_dir)
-    mngr = manager(out_dir, keep=1)
-    state = {"train_state": dict(restored.variables)}
     meta = dict(restored.meta, exported_from=str(Path(workdir).absolute()), note=note)
-    save(mngr, restored.iteration, state, meta)
-    save_weights(out_dir / WEIGHTS, restored.variables, meta)
-    return Path(mngr.directory) / str(restored.iteration)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.parent / f".{out_dir.name}.export-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        save(manager(staging, keep=1), restored.iteration,
+             {"train_state": dict(restored.variables)}, meta)
+        save_weights(staging / WEIGHTS, restored.variables, meta)
+        out_dir.mkdir(exist_ok=True)
+        for name in (SUBDIR, WEIGHTS):  # the old ones aside first, removed once all is in
+            if (out_dir / name).exists():
+                os.replace(out_dir / name, out_dir / f".{name}.replaced")
+            os.replace(staging / name, out_dir / name)
+        for name in (SUBDIR, WEIGHTS):
+            old = out_dir / f".{name}.replaced"
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out_dir / SUBDIR / str(restored.iteration)
+
+
+def _export_target(workdir, out_dir, replace: bool) -> Path:
+    """`export_model`'s checks of its destination, before anything is read or written."""
+    if not str(out_dir).strip():
+        raise ValueError("--out is empty: name the folder the model goes to (a new one, "
+                         "e.g. az_jax/models/<name>)")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: name a new folder for the model")
+    if out.resolve() == Path(workdir).resolve():
+        raise ValueError(f"--out {out} is the run itself: exporting there would replace its "
+                         "checkpoints with the network alone. Nothing was written. Name a "
+                         "new folder.")
+    if not out.is_dir() or not any(out.iterdir()):
+        return out
+    meta = None
+    for step in reversed(_complete_steps(out / SUBDIR)):
+        try:
+            meta = read_meta(manager(out, read_only=True), step)
+            break
+        except Exception:  # noqa: BLE001 - damaged: look at the one before
+            continue
+    if meta is None or "exported_from" not in meta:
+        what = ("a training run (exporting there would replace its checkpoints with the "
+                "network alone)" if (out / SUBDIR).exists() else "other files")
+        raise ValueError(f"--out {out} holds {what}. Nothing was written. Name a new or "
+                         "empty folder.")
+    if not replace:
+        raise ValueError(f"--out {out} already holds an exported model (from "
+                         f"{meta['exported_from']}). Nothing was written. Add --replace to "
+                         "put this export in its place (other files there, such as "
+                         "train.log, stay), or name a new folder.")
+    return out
 
 
 def save_weights(path, variables: dict, meta: dict) -> None:
@@ -619,14 +678,22 @@ def _main(argv=None) -> int:
         description="Checkpoint tools. `export` writes a slim play-only copy of a run's "
                     "network (e.g. into az_jax/models/<name> to ship it).")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    ex = sub.add_parser("export", help="export a run's network for play/evaluation")
+    ex = sub.add_parser(
+        "export", help="export a run's network for play/evaluation",
+        description="Writes a run's network alone (no optimizer, games or replay) into a new "
+                    "folder that every front end loads with --workdir, or by name with "
+                    "--model once it is under az_jax/models/. The run is only read.")
     ex.add_argument("--workdir", required=True, help="training workdir")
-    ex.add_argument("--out", required=True, help="output directory (a new workdir)")
+    ex.add_argument("--out", required=True,
+                    help="output folder: new or empty (or an exported model, with --replace)")
     ex.add_argument("--step", type=int, default=None, help="iteration (default: newest)")
     ex.add_argument("--note", default="", help="free text stored in the metadata")
+    ex.add_argument("--replace", action="store_true",
+                    help="--out holds an exported model: replace its checkpoint and weights "
+                         "(a training run or other files are never replaced)")
     args = parser.parse_args(argv)
     try:
-        path = export_model(args.workdir, args.out, args.step, args.note)
+        path = export_model(args.workdir, args.out, args.step, args.note, args.replace)
     except (ValueError, OSError) as e:
         print(f"error: {e}")
         return 2

@@ -154,3 +154,52 @@ def test_a_changed_command_never_overwrites_the_run(tmp_path):
     assert not (tmp_path / "run.old-2").exists()
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["iteration"] for x in lines] == [1, 2]
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file under `folder` with the hash of its bytes."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_never_overwrites_a_run_or_other_files(tmp_path, capsys):
+    """`python -m az_jax.checkpoint export` writes only into a new or empty folder, or, with
+    --replace, over an exported model (keeping its other files); a training run, the run
+    itself and other files are refused with one line and left byte for byte."""
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run, other = make_run(tmp_path / "run", "tictactoe"), make_run(tmp_path / "other", "connect4")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    (tmp_path / "file").write_text("mine")
+    before = {p: _files(p) for p in (run, other, tmp_path / "notes")}
+
+    def export(out, *flags, source=run):
+        code = checkpoint._main(["export", "--workdir", str(source), "--out", str(out), *flags])
+        return code, capsys.readouterr().out
+
+    for out, want in ((run, "is the run itself"), (other, "holds a training run"),
+                      (tmp_path / "notes", "holds other files"), ("", "--out is empty"),
+                      (tmp_path / "file", "is a file")):
+        code, printed = export(out, "--replace")
+        assert code == 2 and printed.startswith("error: ") and want in printed, printed
+        assert printed.count("\n") == 1
+    assert {p: _files(p) for p in before} == before
+    assert (tmp_path / "file").read_text() == "mine"
+
+    model = tmp_path / "models" / "m"
+    assert export(model) == (0, f"exported to {model / checkpoint.SUBDIR / '1'}\n")
+    assert checkpoint.restore(model).env.id == "tictactoe"
+    (model / "train.log").write_text("how it was trained")
+    shipped = _files(model)
+    code, printed = export(model, source=other)
+    assert code == 2 and "already holds an exported model" in printed and "--replace" in printed
+    assert _files(model) == shipped
+    assert export(model, "--replace", source=other)[0] == 0
+    assert checkpoint.restore(model).env.id == "connect4"
+    assert checkpoint.load_weights(model / checkpoint.WEIGHTS).env.id == "connect4"
+    assert (model / "train.log").read_text() == "how it was trained"
+    assert sorted(p.name for p in model.iterdir()) == [checkpoint.SUBDIR, "train.log",
+                                                       checkpoint.WEIGHTS]
+    assert sorted(p.name for p in model.parent.iterdir()) == ["m"]  # no staging left
