@@ -28,7 +28,9 @@ def define_flags(flag_values: flags.FlagValues, argv: list[str]) -> None:
     flags on `flag_values` (see `config.define_config_flag`)."""
     config_lib.define_config_flag(
         flag_values, argv,
-        "Training config file (configs/<game>.py). Override fields with --config.a.b=value.")
+        "Training config file (configs/<game>.py). Override fields with --config.a.b=value; "
+        "every field is commented in configs/default.py.")
+    flags.declare_key_flag("config", flag_values=flag_values)  # listed by --help
     flags.DEFINE_string("workdir", None, "Where checkpoints, metrics.jsonl and plots go "
                         "(default: runs/<env id>).", flag_values=flag_values)
     flags.DEFINE_string("coordinator", None, "Multi-host: coordinator address HOST:PORT.",
@@ -61,23 +63,30 @@ def _flags_parser(argv: list[str]) -> list[str]:
 
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        print(f"error: unexpected arguments {' '.join(argv[1:])}: train.py takes flags only "
+              "(--config FILE, --workdir DIR, --config.a.b=value; python train.py --help)",
+              file=sys.stderr)
+        sys.exit(2)
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
     FLAGS = flags.FLAGS
     parallel_setup.initialize_distributed(FLAGS.coordinator, FLAGS.num_processes,
                                           FLAGS.process_id)
     parallel_setup.use_compilation_cache()  # $AZ_JAX_CACHE, default ~/.cache/az_jax/jax
-    from az_jax import trainer  # after the distributed runtime is up
+    from az_jax import checkpoint, trainer  # after the distributed runtime is up
+
+    checkpoint.plain_warnings()
 
     config = FLAGS.config
+    if FLAGS.workdir is not None and not FLAGS.workdir.strip():
+        print("error: --workdir is empty: name the run's folder, or leave the flag out for "
+              f"runs/{config.env.id.replace(':', '_')}", file=sys.stderr)
+        sys.exit(2)
     workdir = FLAGS.workdir or os.path.join("runs", config.env.id.replace(":", "_"))
     try:
         trainer.train_and_evaluate(config, workdir, started=STARTED)
     except (ValueError, OSError) as e:
         if os.environ.get("AZ_JAX_DEBUG"):  # the full traceback, for bug reports
             raise
-        from az_jax import checkpoint  # a full disk on any write: say where to resume
-
         e = checkpoint.disk_full_error(e, workdir, "writing the run's files") or e
         print(f"error: {e}", file=sys.stderr, flush=True)
         from az_jax import workdir as runs
@@ -85,7 +94,7 @@ def main(argv):
         # The late tracebacks of orbax's threads (failed writes, or restores that failed
         # before the run was refused) would bury the one line above.
         if isinstance(e, checkpoint.DiskFullError | runs.RunMismatch):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            checkpoint.quiet_exit(2)
         sys.exit(2)
 
 

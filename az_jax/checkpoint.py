@@ -69,11 +69,19 @@ logging.getLogger("absl").addFilter(_QuietReadOnly())
 
 
 def quiet_logs() -> None:
-    """Hides orbax/absl info and warnings (read-only checkpoint notices) in the front ends."""
+    """What a front end's user reads: no orbax/absl info and warnings (read-only checkpoint
+    notices), and `plain_warnings`. Each front end's `main` calls this."""
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
+    plain_warnings()
+
+
+def plain_warnings() -> None:
+    """Python's warnings print as one line, `warning: <message>`, without the file, line
+    number and source line (a damaged checkpoint skipped, say): for a command's user."""
+    warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
 
 
 class Restored(NamedTuple):
@@ -277,6 +285,53 @@ def _held_stderr():
             os.write(2, b"".join(held.chunks))
 
 
+@contextlib.contextmanager
+def _quiet_failure(settle_s: float = 1.0):
+    """Runs an orbax read; when it raises, drops what orbax and tensorstore print about it
+    (a traceback per read still in flight; later, at garbage collection, one per read
+    coroutine it abandoned, each with a page of TensorStore spec): the caller says why in
+    one line. A read that succeeds prints as usual."""
+    with _held_stderr() as held:
+        try:
+            yield
+        except Exception:
+            if not isinstance(sys.unraisablehook, _DropAbandonedReads):
+                sys.unraisablehook = _DropAbandonedReads(sys.unraisablehook)
+                logging.getLogger("asyncio").addFilter(_DropAbandonedReads(None))
+            time.sleep(settle_s)  # the reads still in flight fail into the held stderr
+            held.drop()
+            raise
+
+
+def quiet_exit(status: int) -> int:
+    """For a command's `__main__`, as it ends: after an error (status 2, said in one line),
+    what orbax's and tensorstore's threads still print (the reads of a failed restore or
+    the writes of a failed save, cancelled as the process ends) goes to /dev/null instead of
+    burying that line. Returns `status`."""
+    if status == 2:
+        sys.stderr.flush()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    return status
+
+
+class _DropAbandonedReads(logging.Filter):
+    """Drops the errors of orbax's read coroutines that a failed restore abandoned (already
+    reported in one line), as a `sys.unraisablehook` (passing everything else on to `then`)
+    and as a filter of asyncio's log ("Task exception was never retrieved")."""
+
+    def __init__(self, then):
+        super().__init__()
+        self.then = then
+
+    def __call__(self, unraisable):
+        code = getattr(unraisable.object, "cr_code", None)
+        if code is None or "orbax" not in code.co_filename:
+            self.then(unraisable)
+
+    def filter(self, record):
+        return "_read_array_index_and_device_put" not in record.getMessage()
+
+
 def _remove_partial(directory: Path, step: int, quiet_s: float = 1.0, max_s: float = 10.0):
     """Deletes the temporary directory of a failed save of `step`.
 
@@ -319,9 +374,11 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
         out, errors = None, []
         for target in layouts:
             try:
-                out = mngr.restore(step, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(dict(target, **_extras(mngr, step, target))),
-                    meta=ocp.args.JsonRestore()))
+                with _quiet_failure():
+                    out = mngr.restore(step, args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(
+                            dict(target, **_extras(mngr, step, target))),
+                        meta=ocp.args.JsonRestore()))
                 out = {"state": {k: v for k, v in out["state"].items() if k in target},
                        "meta": out["meta"]}
                 break
@@ -335,8 +392,9 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
         buffer = None
         if replay_target is not None and _has_item(mngr, step, "replay"):
             try:
-                buffer = mngr.restore(step, args=ocp.args.Composite(
-                    replay=ocp.args.StandardRestore(replay_target)))["replay"]
+                with _quiet_failure():
+                    buffer = mngr.restore(step, args=ocp.args.Composite(
+                        replay=ocp.args.StandardRestore(replay_target)))["replay"]
             except Exception as e:  # noqa: BLE001 - e.g. another device count
                 warnings.warn(f"checkpoint {step}: the replay buffer does not restore "
                               f"({type(e).__name__}); it refills from self-play", stacklevel=2)
@@ -359,6 +417,7 @@ def _why(mngr, step: int, target: dict, error: Exception) -> str:
 
 def _first_line(error: Exception) -> str:
     first = (str(error).strip().splitlines() or [""])[0].rstrip(":")
+    first = first.split(" See full TensorStore details")[0]  # then a page of its spec
     return f"{type(error).__name__}: {first[:200]}"
 
 
@@ -482,11 +541,12 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
             net, ckpt_env, jax.random.PRNGKey(0)))
         try:
             device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-            target = jax.tree.map(
-                lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                mngr.item_metadata(s)["state"])
-            raw = mngr.restore(s, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(target)))["state"]
+            with _quiet_failure():
+                target = jax.tree.map(
+                    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                    mngr.item_metadata(s)["state"])
+                raw = mngr.restore(s, args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(target)))["state"]
             variables = {"params": raw["train_state"]["params"]}
             if raw["train_state"].get("batch_stats"):
                 variables["batch_stats"] = raw["train_state"]["batch_stats"]
@@ -499,7 +559,8 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
         variables = jax.tree.map(jax.numpy.asarray, variables)
         return Restored(ckpt_env, config, net, variables, int(meta["iteration"]), meta,
                         str(Path(mngr.directory) / str(s)))
-    raise FileNotFoundError(f"no checkpoint in {mngr.directory} restores: {last_error}")
+    raise FileNotFoundError(f"no checkpoint in {mngr.directory} restores: "
+                            f"{_first_line(last_error) if last_error else 'none is complete'}")
 
 
 def _check_shapes(expected, got, where: str) -> None:
@@ -692,6 +753,7 @@ def _main(argv=None) -> int:
                     help="--out holds an exported model: replace its checkpoint and weights "
                          "(a training run or other files are never replaced)")
     args = parser.parse_args(argv)
+    quiet_logs()
     try:
         path = export_model(args.workdir, args.out, args.step, args.note, args.replace)
     except (ValueError, OSError) as e:
@@ -702,4 +764,4 @@ def _main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main())
+    raise SystemExit(quiet_exit(_main()))

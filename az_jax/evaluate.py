@@ -18,6 +18,7 @@ plots (elo.png, win_rates.png, losses.png) are rewritten.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -148,6 +149,11 @@ def format_results(results, header: str = "") -> str:
 
 def run(args) -> None:
     """The evaluation; raises ValueError / FileNotFoundError / ImportError on bad input."""
+    from az_jax.checkpoint import quiet_logs
+
+    quiet_logs()
+    if args.workdir is not None and not args.workdir.strip():
+        raise ValueError("--workdir is empty: name a training run's folder (or --model NAME)")
     if args.model is not None:
         from az_jax.checkpoint import MODELS_DIR, shipped_models
 
@@ -158,6 +164,10 @@ def run(args) -> None:
     workdir = Path(args.workdir).expanduser()
     if not workdir.is_dir():
         raise FileNotFoundError(f"no workdir {workdir}: pass the --workdir of a training run")
+    if not (args.no_elo and args.no_plots) and not os.access(workdir, os.W_OK):
+        raise ValueError(f"{workdir} is not writable, and the Elo ladder (elo.json) and its "
+                         "plots are written there: add --no-elo --no-plots to evaluate "
+                         "without writing")
     from az_jax.eval import external, gauntlet, match, players
 
     opponents = external.parse_opponents(args.against) if args.against is not None else None
@@ -403,4 +413,7 @@ if __name__ == "__main__":
 
     parallel_setup.use_all_cpu_cores()  # matches against several opponents play at once
     parallel_setup.use_compilation_cache()  # as train.py: a second evaluation starts at once
-    sys.exit(main())
+    status = main()
+    from az_jax.checkpoint import quiet_exit  # loaded by then (not before: a fast --help)
+
+    sys.exit(quiet_exit(status))

@@ -828,8 +828,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--checkpoint", metavar="PATH",
                      help="one checkpoint directory: <workdir>/checkpoints/<iteration>")
     src.add_argument("--model", metavar="NAME",
-                     help="only this shipped model: " + (", ".join(cli.shipped_models())
-                                                         or "none in az_jax/models/"))
+                     help="only this shipped Gomoku model: " + (", ".join(
+                         m for m in cli.shipped_models() if m.startswith("gomoku"))
+                         or "none in az_jax/models/"))
     p.add_argument("--chunk", type=int, default=8, metavar="N",
                    help="simulations per compiled search chunk in timed play (default 8)")
     p.add_argument("--sims", type=int, default=None, metavar="N",

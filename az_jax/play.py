@@ -322,4 +322,7 @@ def main(argv=None, read=None, write=print) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    from az_jax.checkpoint import quiet_exit  # loaded by then (not before: a fast --help)
+
+    sys.exit(quiet_exit(status))

@@ -518,8 +518,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
             raise runs.RunMismatch(
-                f"no checkpoint in {mngr.directory} restores with this code and config (see "
-                f"the warnings above). Nothing was written. {runs.choices(workdir)}")
+                f"no checkpoint in {mngr.directory} restores with this code and config (the "
+                f"warnings above say why). Nothing was written. If its files are damaged, no "
+                f"command continues the run: add --config.checkpoint.restart=True to move it "
+                f"aside to {runs.aside_path(workdir)} and start a new one (nothing is "
+                f"deleted). Else another config or version of az_jax wrote it. "
+                f"{runs.choices(workdir)}")
         mngr.close()
         _move_aside(workdir, "no checkpoint of it restores", is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)

@@ -30,7 +30,10 @@ def test_help_texts_name_models_that_exist():
         for name in re.findall(r"--model ([a-z]\w*)", text):
             assert name in shipped, (parser.prog, name)
         assert "gomoku15" not in text and "runs/g15" not in text
-        assert ", ".join(shipped) in " ".join(text.split())  # --model lists them
+        games = [m for m in shipped if parser.prog != "python -m az_jax.gomocup"
+                 or m.startswith("gomoku")]  # the brain plays Gomoku only
+        assert ", ".join(games) in " ".join(text.split())  # --model lists them
+        assert len(games) >= 4 and ("connect4" in text) == ("connect4" in games)
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Play against a model"):]
     section = section[:section.index("\n## ", 3)]
@@ -73,6 +76,14 @@ def test_missing_config_file_names_it(tmp_path):
         text = str(e.value)
         assert text.startswith(expected) and "config_config" not in text
         assert re.search(r"configs/\w+\.py", text)  # what to give instead
+
+
+def test_train_help_lists_the_config_flag():
+    proc = subprocess.run([sys.executable, "train.py", "--help"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120,
+                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode in (0, 1)  # absl's --help exits with 1
+    assert "--config: Training config file" in proc.stdout and "--workdir:" in proc.stdout
 
 
 def test_train_cli_missing_config_exit_2():

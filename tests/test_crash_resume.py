@@ -241,3 +241,30 @@ def test_a_checkpoint_of_another_layout_is_skipped_with_a_short_reason(tmp_path)
     assert "it has no b: written by another version of az_jax" in skipped[1]
     assert "it has no" not in skipped[0]
     assert all(len(m) < 400 and "\n" not in m for m in skipped), skipped
+
+
+def test_a_damaged_checkpoint_is_two_lines_in_a_front_end(tmp_path):
+    """A real `python -m az_jax.play` on a run whose only checkpoint has truncated array
+    files: exit status 2 with one warning line and one error line, and nothing else: not
+    the tracebacks of orbax's reads still in flight, nor, at exit, one per read coroutine
+    it abandoned (each with a page of TensorStore spec)."""
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    data = [f for f in (run / "checkpoints").rglob("*")
+            if f.is_file() and f.parent.name == "d" and f.stat().st_size > 100]
+    assert data
+    for f in data:
+        f.write_bytes(f.read_bytes()[:100])
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("AZ_JAX_DEBUG", None)
+    for _ in range(2):  # the reads in flight differ from run to run
+        proc = subprocess.run([sys.executable, "-m", "az_jax.play", "--workdir", str(run)],
+                              input="quit\n", capture_output=True, text=True, cwd=ROOT,
+                              env=env, timeout=300)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2, proc.stderr
+        assert len(lines) == 2, proc.stderr[:3000]
+        assert lines[0].startswith("warning: skipping checkpoint 1")
+        assert lines[1].startswith(f"error: no checkpoint in {run / 'checkpoints'} restores")
+        assert all(len(line) < 400 for line in lines), lines

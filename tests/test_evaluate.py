@@ -60,6 +60,9 @@ ERRORS = {
                               "bad.txt:2: illegal position: move 7 plays column 4"),
     "no such checkpoint": (["--workdir", "{ttt}", "--checkpoint", "99"], "no checkpoint 99"),
     "odd arguments": (["--workdir", "{ttt}", "--games", "1"], "--games=1"),
+    "empty workdir": (["--workdir", ""], "--workdir is empty"),
+    # /proc/self: a folder no one may write in, even root; checked before any game is played
+    "unwritable workdir": (["--workdir", "/proc/self"], "add --no-elo --no-plots"),
 }
 
 

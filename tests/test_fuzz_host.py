@@ -262,6 +262,8 @@ def test_train_py_bad_flags_exit_with_one_paragraph(tmp_path):
                             "--config.replay.capacity=2000000000"],
                            ["replay.capacity=2000000000 needs", "GiB for the replay buffer",
                             "lower replay.capacity to at most"]),
+        "empty workdir": (["--workdir="], ["--workdir is empty", "runs/connect4"]),
+        "stray argument": (["connect4"], ["unexpected arguments connect4", "--help"]),
         "debug": (["--config.nope=1"], ["Traceback", "'nope'"]),
     }
     procs = {}

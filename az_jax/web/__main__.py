@@ -4,4 +4,7 @@ import sys
 
 from az_jax.web.server import main
 
-sys.exit(main())
+status = main()
+from az_jax.checkpoint import quiet_exit  # noqa: E402 - loaded by then (a fast --help)
+
+sys.exit(quiet_exit(status))
