@@ -616,6 +616,15 @@ def load(workdir=None, checkpoint=None, model=None, step=None, env=None,
                              f"<workdir>/{SUBDIR}/<iteration>")
         return restore(path.parent.parent, step=int(path.name), env=env,
                        play_env=play_env)
+    path = Path(workdir).expanduser().absolute()
+    if path.name.isdigit() and path.parent.name == SUBDIR:
+        raise ValueError(f"{workdir} is one checkpoint, not a workdir: pass it as --checkpoint "
+                         f"{workdir}, or --workdir {path.parent.parent}")
+    if path.name == SUBDIR and not (path / SUBDIR).is_dir():
+        raise ValueError(f"{workdir} is a run's checkpoint folder, not its workdir: pass "
+                         f"--workdir {path.parent}")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--workdir {workdir} is a file: pass a training run's folder")
     return restore(workdir, step=step, env=env, play_env=play_env)
 
 

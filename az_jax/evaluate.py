@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from az_jax import cli
+
 _OPPONENT_HELP = """opponents (comma-separated):
   random                 uniformly random legal moves
   onestep                a winning move when there is one, else random
@@ -126,8 +128,9 @@ def _sims(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give a count or a comma-separated list "
                                          f"of counts, e.g. 64,400") from None
-    if not sims or min(sims) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: simulation counts must be >= 1")
+    if not sims or min(sims) < 1 or max(sims) > cli.MAX_SIMULATIONS:
+        raise argparse.ArgumentTypeError(f"{text!r}: simulation counts must be from 1 to "
+                                         f"{cli.MAX_SIMULATIONS}")
     return sims
 
 

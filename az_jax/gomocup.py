@@ -831,11 +831,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="only this shipped Gomoku model: " + (", ".join(
                          m for m in cli.shipped_models() if m.startswith("gomoku"))
                          or "none in az_jax/models/"))
-    p.add_argument("--chunk", type=int, default=8, metavar="N",
+    p.add_argument("--chunk", type=cli.integer(1, cli.MAX_SIMULATIONS), default=8, metavar="N",
                    help="simulations per compiled search chunk in timed play (default 8)")
-    p.add_argument("--sims", type=int, default=None, metavar="N",
+    p.add_argument("--sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=None,
+                   metavar="N",
                    help="search exactly N simulations per move, ignoring the clock")
-    p.add_argument("--turn-ms", type=int, default=5000, metavar="MS",
+    p.add_argument("--turn-ms", type=cli.integer(0), default=5000, metavar="MS",
                    help="time per move until INFO timeout_turn says otherwise (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
     p.add_argument("--precompile", nargs="?", const="15,20", metavar="SIZES",

@@ -47,14 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
                       const="first", help="same as --human-color first")
     side.add_argument("--human-second", action="store_const", dest="human_color",
                       const="second", help="same as --human-color second")
-    p.add_argument("--sims", type=int, default=None, metavar="N",
+    p.add_argument("--sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=None, metavar="N",
                    help="search simulations per AI move (default: max(the run's "
                         "search.num_simulations, 64)); more is stronger and slower")
     p.add_argument("--ai-vs-ai", action="store_true",
                    help="watch the model play both sides")
-    p.add_argument("--delay", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--delay", type=cli.seconds, default=0.0, metavar="SECONDS",
                    help="pause between moves in --ai-vs-ai (default 0)")
-    p.add_argument("--top", type=int, default=5, help="candidate moves shown (default 5)")
+    p.add_argument("--top", type=cli.integer(0), default=5,
+                   help="candidate moves shown (default 5; 0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
     return p
 
@@ -301,9 +302,6 @@ def main(argv=None, read=None, write=print) -> int:
     from az_jax.checkpoint import quiet_logs
 
     quiet_logs()
-    if args.sims is not None and args.sims < 1:
-        print(f"error: --sims must be >= 1, got {args.sims}", file=sys.stderr)
-        return 2
     loaded = cli.load_agent(args, args.sims, lambda agent: (
         None if args.ai_vs_ai else agent_lib.parse_side(agent.env, args.human_color)))
     if loaded is None:

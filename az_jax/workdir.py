@@ -161,7 +161,17 @@ def exported_from(workdir) -> str | None:
 def check(config: ml_collections.ConfigDict, workdir) -> None:
     """Raises RunMismatch (one line) when `workdir` holds a run whose config differs from
     `config` in a field that may not change on resume, and ValueError when it holds an
-    exported model (`checkpoint.export_model`), which no command resumes."""
+    exported model (`checkpoint.export_model`), which no command resumes, or lies in
+    another run's checkpoint folder."""
+    from az_jax.checkpoint import SUBDIR
+
+    path = Path(workdir).absolute()
+    for folder in (path, *path.parents):
+        if folder.name == SUBDIR and (folder.parent / "config.json").is_file():
+            raise ValueError(
+                f"{workdir} is inside the checkpoint folder of the run in {folder.parent}. "
+                f"Nothing was written. To continue that run, pass --workdir {folder.parent}; "
+                f"to start a new one, pass a folder outside it.")
     found = saved_config(workdir)
     if found is None:
         return

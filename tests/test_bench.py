@@ -131,3 +131,15 @@ def test_threats(tmp_path):
     assert 0 <= row["pruned_open_three"]["3"] <= row["pruned"]["3"] <= out["positions"]["3"]
     assert out["open_three"]["3"] <= out["positions"]["3"]
     _positive(row, "root_ms", "compile_s")
+
+
+@pytest.mark.parametrize("argv", [["env", "--batch", "0"], ["env", "--steps", "-1"],
+                                  ["train", "--repeats", "0"], ["selfplay", "--sims", "0"],
+                                  ["threats", "--games", "x"], ["learn", "--games", "0"]])
+def test_counts_below_one_stop_at_the_command_line(argv, capsys):
+    """A batch, step, repeat or game count of 0 or less is argparse's one-line error (exit
+    status 2), not a ZeroDivisionError or an XLA traceback after the imports."""
+    with pytest.raises(SystemExit) as e:
+        bench.build_parser().parse_args(argv)
+    assert e.value.code == 2
+    assert f"error: argument {argv[1]}: " in capsys.readouterr().err

@@ -93,3 +93,37 @@ def test_train_cli_missing_config_exit_2():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: cannot read the config file configs/nope.py: there "
                                   "is no such file")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--sims", "99999999999"], "argument --sims: 99999999999 is out of range: give an "
+                                "integer from 1 to 100000"),
+    (["--sims", "0"], "argument --sims: 0 is out of range: give an integer from 1 to 100000"),
+    (["--sims", "many"], "argument --sims: 'many' is not an integer"),
+    (["--ai-vs-ai", "--delay", "-1"], "argument --delay: -1: give a number of seconds, 0 or "
+                                      "more"),
+    (["--delay", "inf"], "argument --delay: inf: give a number of seconds, 0 or more"),
+    (["--top", "-1"], "argument --top: -1 is out of range: give an integer of at least 0"),
+])
+def test_play_arguments_out_of_range_are_one_line(argv, error, capsys):
+    """Numbers a front end cannot use stop at the command line (argparse, exit status 2):
+    not a crash in the middle of a game or an int32 overflow in the search."""
+    with pytest.raises(SystemExit) as e:
+        play.build_parser().parse_args(["--model", "connect4", *argv])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m az_jax.play: error: {error}"
+
+
+@pytest.mark.parametrize("parser, argv, flag", [
+    (server.build_parser, ["--model", "tictactoe", "--max-games", "0"], "--max-games"),
+    (server.build_parser, ["--model", "tictactoe", "--max-sims", "0"], "--max-sims"),
+    (gomocup.build_parser, ["--turn-ms", "-5"], "--turn-ms"),
+    (gomocup.build_parser, ["--chunk", "0"], "--chunk"),
+    (gomocup.build_parser, ["--sims", "100001"], "--sims"),
+])
+def test_server_and_brain_limits_are_checked(parser, argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(argv)
+    assert e.value.code == 2
+    assert f"error: argument {flag}: " in capsys.readouterr().err
+    assert parser().parse_args(argv[:-1] + ["1"])  # the smallest that works

@@ -203,3 +203,28 @@ def test_export_never_overwrites_a_run_or_other_files(tmp_path, capsys):
     assert sorted(p.name for p in model.iterdir()) == [checkpoint.SUBDIR, "train.log",
                                                        checkpoint.WEIGHTS]
     assert sorted(p.name for p in model.parent.iterdir()) == ["m"]  # no staging left
+
+
+def test_a_workdir_inside_a_runs_checkpoints_is_refused(tmp_path):
+    """`train.py` never nests a run in another run's checkpoint folder, and the front ends
+    say which flag a checkpoint folder or a file given as --workdir needs."""
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    (run / "config.json").write_text("{}")
+    for inside in (run / "checkpoints", run / "checkpoints" / "1", run / "checkpoints" / "x"):
+        with pytest.raises(ValueError, match=rf"inside the checkpoint folder of the run in "
+                                             rf"{run}.*--workdir {run}"):
+            runs.check(_config(), inside)
+    runs.check(_config(), tmp_path / "elsewhere")  # a new run: nothing to say
+    with pytest.raises(ValueError, match=r"is one checkpoint, not a workdir: pass it as "
+                                         r"--checkpoint"):
+        checkpoint.load(workdir=str(run / "checkpoints" / "1"))
+    with pytest.raises(ValueError, match=rf"checkpoint folder, not its workdir: pass "
+                                         rf"--workdir {run}"):
+        checkpoint.load(workdir=str(run / "checkpoints"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        checkpoint.load(workdir=str(tmp_path / "file"))
+    assert checkpoint.load(checkpoint=str(run / "checkpoints" / "1")).iteration == 1

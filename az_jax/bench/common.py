@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import jax
 
+from az_jax import cli
 from az_jax import config as config_lib
 
 # Our env id -> the pgx env id of the same game, timed side by side when pgx is installed.
@@ -143,13 +144,15 @@ def config_args(p: argparse.ArgumentParser, *, plies: bool = True) -> None:
     """Options shared by the subcommands that take a training config."""
     p.add_argument("--config", default="configs/connect4.py",
                    help="training config file; override fields with --config.a.b=value")
-    p.add_argument("--batch", type=int, default=None,
+    p.add_argument("--batch", type=cli.integer(1), default=None,
                    help="games side by side (default: the config's selfplay.batch_size)")
-    p.add_argument("--sims", type=int, default=None,
+    p.add_argument("--sims", type=cli.integer(1), default=None,
                    help="simulations per move (default: the config's)")
     if plies:
-        p.add_argument("--plies", type=int, default=8, help="plies per timed self-play call")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls (best is reported)")
+        p.add_argument("--plies", type=cli.integer(1), default=8,
+                       help="plies per timed self-play call")
+    p.add_argument("--repeats", type=cli.integer(1), default=3,
+                   help="timed calls (best is reported)")
     p.add_argument("--json", default=None, help="also write the result to this JSON file")
 
 

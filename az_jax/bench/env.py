@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 import envs
+from az_jax import cli
 from az_jax.bench import common
 
 HELP = "steps/s of jit(vmap(env.step)) with random legal moves and auto-reset, vs pgx"
@@ -157,13 +158,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "--size", type=int, default=None, help="board size, passed to envs that take one (gomoku)"
     )
     p.add_argument("--rule", default=None, help="rule, passed to envs that take one (gomoku)")
-    p.add_argument("--batch", type=int, default=1024, help="games side by side (default 1024)")
+    p.add_argument("--batch", type=cli.integer(1), default=1024,
+                   help="games side by side (default 1024)")
     p.add_argument(
-        "--steps", type=int, default=1000, help="batched plies per timed call (default 1000)"
+        "--steps", type=cli.integer(1), default=1000,
+        help="batched plies per timed call (default 1000)"
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=cli.integer(1),
         default=3,
         help="timed calls after one warm-up; the best is reported (default 3)",
     )
@@ -182,7 +185,8 @@ def _make_ours(env_id: str, args: argparse.Namespace):
 def run(args: argparse.Namespace) -> dict:
     """The `env` subcommand: times each env (and its pgx twin) and prints a table."""
     if args.env != "all" and args.env not in envs.registered():
-        raise SystemExit(f"unknown --env {args.env!r}; choose from {envs.registered()} or all")
+        raise SystemExit(f"error: unknown --env {args.env!r}; choose from "
+                         f"{', '.join(envs.registered())} or all")
     ids = envs.registered() if args.env == "all" else [args.env]
     try:
         import pgx
@@ -197,7 +201,7 @@ def run(args: argparse.Namespace) -> dict:
             print(f"skipping {env_id}: {err}", file=sys.stderr)
             continue
         except ValueError as err:  # a bad --size / --rule: the env says what it accepts
-            raise SystemExit(f"{env_id}: {err}") from None
+            raise SystemExit(f"error: {env_id}: {err}") from None
         result = time_env(env, args.batch, args.steps, args.repeats, args.seed)
         rows.append({"env": env_id, "impl": "az_jax", "params": env.params, **result})
         if pgx is not None and not args.no_pgx and env_id in common.PGX_MATCH:

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from az_jax import cli
 from az_jax import config as config_lib
 from az_jax.bench import common
 
@@ -62,19 +63,19 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="wall-clock minutes of training (default 10)")
     p.add_argument("--workdir", default=None,
                    help="new directory for the run (default runs/learn-<game>-<time>)")
-    p.add_argument("--checkpoint-every", type=int, default=5, metavar="N",
+    p.add_argument("--checkpoint-every", type=cli.integer(1), default=5, metavar="N",
                    help="iterations between checkpoints (default 5)")
-    p.add_argument("--max-points", type=int, default=12,
+    p.add_argument("--max-points", type=cli.integer(1), default=12,
                    help="evaluate at most this many checkpoints, spread over the minutes "
                         "(always the last one; default 12)")
-    p.add_argument("--sims", type=int, default=64,
+    p.add_argument("--sims", type=cli.integer(1), default=64,
                    help="simulations of the searching agent (0: the network alone only)")
     p.add_argument("--sets", default=str(DEFAULT_SETS),
                    help="connect4: solver set files or a directory of them (default: the "
                         "stratified sets in tests/data/connect4)")
     p.add_argument("--ladder", default=DEFAULT_LADDER,
                    help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
-    p.add_argument("--games", type=int, default=64,
+    p.add_argument("--games", type=cli.integer(1), default=64,
                    help="other games: games per opponent and checkpoint (default 64)")
     p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
                    help="all (default); train: only train (writes train.json); evaluate: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from az_jax import cli
 from az_jax.bench import common
 from az_jax.bench import env as env_bench
 from az_jax.bench import pgx as pgx_bench
@@ -25,9 +26,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=common.device_counts, default=None, metavar="1,2,4",
                    help="also the device scaling table (see `selfplay --help`)")
     p.add_argument("--env", default="all", help="envs for the env part (default all)")
-    p.add_argument("--env-batch", type=int, default=1024, help="env part: games")
-    p.add_argument("--env-steps", type=int, default=200, help="env part: plies per call")
-    p.add_argument("--updates", type=int, default=None, help="train part: updates per call")
+    p.add_argument("--env-batch", type=cli.integer(1), default=1024, help="env part: games")
+    p.add_argument("--env-steps", type=cli.integer(1), default=200, help="env part: plies per call")
+    p.add_argument("--updates", type=cli.integer(1), default=None,
+                   help="train part: updates per call")
     p.add_argument("--no-pgx", action="store_true", help="skip the pgx comparisons")
 
 

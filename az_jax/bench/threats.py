@@ -6,6 +6,7 @@ import argparse
 
 import numpy as np
 
+from az_jax import cli
 from az_jax.bench import common
 
 HELP = "Gomoku: root tactics at several threat depths: long VCFs pruned, time per root"
@@ -27,14 +28,17 @@ README, Training, "Tactical safety of the search", has the figures."""
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=int, default=9, help="board size (default 9)")
     p.add_argument("--rule", default="freestyle", choices=("freestyle", "standard"))
-    p.add_argument("--games", type=int, default=300, help="random games played (default 300)")
-    p.add_argument("--plies", type=int, default=60, help="longest game (default 60)")
+    p.add_argument("--games", type=cli.integer(1), default=300,
+                   help="random games played (default 300)")
+    p.add_argument("--plies", type=cli.integer(1), default=60, help="longest game (default 60)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--depths", default="3,4", help="threat depths compared (default 3,4)")
-    p.add_argument("--min-fours", type=int, default=4,
+    p.add_argument("--min-fours", type=cli.integer(1), default=4,
                    help="shortest VCF kept (default 4: longer than the old depth 3)")
-    p.add_argument("--max-fours", type=int, default=6, help="longest VCF looked for (default 6)")
-    p.add_argument("--repeats", type=int, default=5, help="timed calls per depth (default 5)")
+    p.add_argument("--max-fours", type=cli.integer(1), default=6,
+                   help="longest VCF looked for (default 6)")
+    p.add_argument("--repeats", type=cli.integer(1), default=5,
+                   help="timed calls per depth (default 5)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result here")
 
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 import envs
+from az_jax import cli
 from az_jax.bench import common
 
 HELP = "learner.update updates/s on sampled batches, compile time"
@@ -24,11 +25,12 @@ timed separately. Compile times and peak memory are reported."""
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="configs/connect4.py",
                    help="training config file; override fields with --config.a.b=value")
-    p.add_argument("--batch", type=int, default=None,
+    p.add_argument("--batch", type=cli.integer(1), default=None,
                    help="positions per update (default: the config's train.batch_size)")
-    p.add_argument("--updates", type=int, default=None,
+    p.add_argument("--updates", type=cli.integer(1), default=None,
                    help="updates per timed call (default: train.updates_per_iteration)")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls (best is reported)")
+    p.add_argument("--repeats", type=cli.integer(1), default=3,
+                   help="timed calls (best is reported)")
     p.add_argument("--json", default=None, help="also write the result to this JSON file")
 
 

@@ -499,13 +499,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "0.0.0.0 opens it to the network)")
     p.add_argument("--port", type=int, default=8000,
                    help="port, 0..65535 (default 8000; 0 = any free one)")
-    p.add_argument("--sims", type=int, default=None, metavar="N",
+    p.add_argument("--sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=None,
+                   metavar="N",
                    help="default simulations per AI move (default: max(the run's "
                         "search.num_simulations, 64)); the page offers others")
-    p.add_argument("--max-sims", type=int, default=4096, metavar="N",
+    p.add_argument("--max-sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=4096,
+                   metavar="N",
                    help="the most simulations a request may ask for (default 4096)")
-    p.add_argument("--max-games", type=int, default=256,
-                   help="games kept in memory; the least recently used go first")
+    p.add_argument("--max-games", type=cli.integer(1), default=256, metavar="N",
+                   help="games kept in memory; the least recently used go first "
+                        "(default 256)")
     p.add_argument("--no-warmup", action="store_true",
                    help="do not compile the search before serving")
     p.add_argument("--verbose", action="store_true", help="log every request")
