@@ -558,6 +558,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
     if is_writer:
         forget_after(workdir, start)
+        if not (Path(workdir) / "config.json").exists():  # lost: the errors point to it
+            (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
     minutes = config.train.get("minutes", 0.0)
     bar = _progress(config, start, is_writer)

@@ -184,10 +184,13 @@ def check(config: ml_collections.ConfigDict, workdir) -> None:
             f"and add --config.train.init_from={shlex.quote(str(workdir))}.")
     saved, where = found
     diff = _differing(saved, config)
+    game = [d for d in diff if d[0] == "env.id"]
+    if game:  # another game: every other field may differ, and no flags make it this one
+        diff = game
     if diff:
         # The command's fields set back to the run's values: what continues the run.
-        flags = [shlex.quote(f"--config.{name}={run}") for name, run, cmd in diff
-                 if cmd is not _MISSING]
+        flags = [] if game else [shlex.quote(f"--config.{name}={run}")
+                                 for name, run, cmd in diff if cmd is not _MISSING]
         raise RunMismatch(
             f"{workdir} holds another run: this command's config differs from the run's "
             f"({where}) in {'; '.join(_describe(diff))}. Nothing was written. "

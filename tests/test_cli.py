@@ -60,6 +60,14 @@ def test_web_port_in_use_is_one_line(capsys):
     assert "choose another --port, or --port 0" in err
 
 
+@pytest.mark.parametrize("host", ["999.1.1.1", "10.255.255.1"])  # no name; not this machine's
+def test_web_bad_host_is_one_line_about_the_host(host, capsys):
+    assert server.main(["--model", "tictactoe", "--host", host, "--no-warmup"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot listen on {host}:8000: ")
+    assert "--host names no address of this machine" in err and "--port" not in err
+
+
 def test_missing_config_file_names_it(tmp_path):
     sys.path.insert(0, str(ROOT))
     try:

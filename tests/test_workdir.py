@@ -152,6 +152,9 @@ def test_a_changed_command_never_overwrites_the_run(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from" in again.stdout and "moved" not in again.stdout
     assert not (tmp_path / "run.old-2").exists()
+    (run / "config.json").unlink()  # lost: a resume writes it again (the errors name it)
+    assert _train(run, *TTT, "--config.train.num_iterations=2", cache=cache).returncode == 0
+    assert json.loads((run / "config.json").read_text())["env"]["id"] == "tictactoe"
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["iteration"] for x in lines] == [1, 2]
 

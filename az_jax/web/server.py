@@ -28,6 +28,7 @@ PUCT: the visit share), named by `weight_label`.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import secrets
 import socket
@@ -470,6 +471,11 @@ class Server:
         self.socket.close()
 
 
+# A --host that is no address of this machine: not one at all (a name that resolves to
+# nothing), or another machine's.
+_NO_SUCH_HOST = (errno.EADDRNOTAVAIL, socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None))
+
+
 def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | None = None,
                 max_sims: int = 4096, max_games: int = 256, quiet: bool = True) -> Server:
     """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread)."""
@@ -478,8 +484,12 @@ def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | No
         return Server(games, host, port, quiet=quiet)
     except (OSError, OverflowError) as e:  # port in use, no such address, port > 65535
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise OSError(f"cannot listen on {host}:{port}: {why} (choose another --port, or "
-                      "--port 0 for any free one)") from None
+        if isinstance(e, socket.gaierror) or getattr(e, "errno", None) in _NO_SUCH_HOST:
+            fix = ("--host names no address of this machine: 127.0.0.1 for this machine "
+                   "only, 0.0.0.0 for every interface")
+        else:
+            fix = "choose another --port, or --port 0 for any free one"
+        raise OSError(f"cannot listen on {host}:{port}: {why} ({fix})") from None
 
 
 def serve_in_thread(server: Server) -> threading.Thread:
