@@ -139,7 +139,7 @@ def disk_full_error(error: BaseException, workdir, doing: str = "") -> DiskFullE
     if code is None:
         return None
     directory = Path(workdir).expanduser().absolute() / SUBDIR
-    steps = _complete_steps(directory)
+    steps = saved_steps(workdir)
     if steps:
         last = (f"The last good checkpoint is iteration {steps[-1]} ({directory / str(steps[-1])}),"
                 " intact")
@@ -155,11 +155,13 @@ def disk_full_error(error: BaseException, workdir, doing: str = "") -> DiskFullE
     return out
 
 
-def _complete_steps(directory: Path) -> list[int]:
-    """The committed checkpoints on disk (orbax renames a directory to `<step>` when done)."""
+def saved_steps(workdir) -> list[int]:
+    """The iterations of the committed checkpoints in `<workdir>/checkpoints`, oldest first
+    ([] if none): orbax renames a checkpoint's folder to `<step>` once it is complete."""
+    directory = Path(workdir).expanduser() / SUBDIR
     if not directory.is_dir():
         return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
 def _options(keep: int) -> ocp.CheckpointManagerOptions:
@@ -684,7 +686,7 @@ def _export_target(workdir, out_dir, replace: bool) -> Path:
     if not out.is_dir() or not any(out.iterdir()):
         return out
     meta = None
-    for step in reversed(_complete_steps(out / SUBDIR)):
+    for step in reversed(saved_steps(out)):
         try:
             meta = read_meta(manager(out, read_only=True), step)
             break

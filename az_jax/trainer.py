@@ -501,7 +501,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         _move_aside(workdir, e.reason, is_writer)
     source = config.train.get("init_from", "")
     init = None  # only a new run starts from train.init_from; read it before writing
-    if source and not (Path(workdir) / ckpt.SUBDIR).is_dir():
+    if source and not ckpt.saved_steps(workdir):  # (a run killed before its first save too)
         init = init_variables(source, setup)
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
 
@@ -527,6 +527,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         mngr.close()
         _move_aside(workdir, "no checkpoint of it restores", is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
+        if source:  # the new run starts from train.init_from, as any new run
+            init = init_variables(source, setup)
     fitted = None  # the run's length under train.minutes, once decided
     older = False  # a run made before train.minutes existed
     if restored is not None:

@@ -108,20 +108,12 @@ def _describe(diff: list[tuple[str, object, object]]) -> list[str]:
             f"{'no such field' if cmd is _MISSING else repr(cmd)})" for name, run, cmd in diff]
 
 
-def _steps(workdir: Path) -> list[int]:
-    """The committed checkpoints in `workdir`, newest first."""
-    directory = workdir / "checkpoints"
-    if not directory.is_dir():
-        return []
-    return sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
-
-
 def _newest_meta(workdir: Path) -> tuple[dict, int] | None:
     """The metadata of the newest checkpoint in `workdir` whose metadata reads, and its
     iteration; None when none does."""
     from az_jax import checkpoint
 
-    steps = _steps(workdir)
+    steps = checkpoint.saved_steps(workdir)[::-1]  # newest first
     if not steps:
         return None
     mngr = checkpoint.manager(workdir, read_only=True)

@@ -94,3 +94,16 @@ def test_an_exported_model_is_not_resumed_but_started_from(source, tmp_path):
                     jax.tree.leaves(checkpoint.restore(tmp_path / "new").variables),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_run_killed_before_its_first_checkpoint_still_starts_from_init_from(source,
+                                                                              tmp_path):
+    """The checkpoint folder exists from the start (orbax makes it), so a run killed during
+    its first compile leaves it empty: the same command then starts from train.init_from,
+    not from a random network."""
+    (tmp_path / "g5k" / checkpoint.SUBDIR).mkdir(parents=True)
+    trainer.train_and_evaluate(_config(5, source), str(tmp_path / "g5k"))
+    for a, b in zip(jax.tree.leaves(checkpoint.restore(source).variables),
+                    jax.tree.leaves(checkpoint.restore(tmp_path / "g5k").variables),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -95,11 +95,9 @@ def _rows(workdir: Path) -> list[dict]:
 
 
 def _steps(workdir: Path) -> list[int]:
-    ck = workdir / "checkpoints"
-    if not ck.is_dir():
-        return []
-    return sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()
-                  and (p / "_CHECKPOINT_METADATA").exists())
+    from az_jax import checkpoint
+
+    return checkpoint.saved_steps(workdir)
 
 
 def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],

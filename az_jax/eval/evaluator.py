@@ -7,11 +7,12 @@ import time
 import jax
 import numpy as np
 
+from az_jax import checkpoint as ckpt
 from az_jax import learner
 from az_jax.eval import elo, external
 from az_jax.eval.gauntlet import Gauntlet
 from az_jax.eval.match import DEFAULT_OPENING_PLIES, passes_gate
-from az_jax.eval.players import Player, PlayerFactory, checkpoint_steps
+from az_jax.eval.players import Player, PlayerFactory
 
 
 class TrainingEvaluator:
@@ -65,7 +66,7 @@ class TrainingEvaluator:
         self._best_name: str | None = None
         # A fresh run starts with the initial network as the best ("iter-0"); a resumed
         # run's best comes from a checkpoint and is named after elo.json's record.
-        self._resumed = bool(checkpoint_steps(self.workdir))
+        self._resumed = bool(ckpt.saved_steps(self.workdir))
 
     def _first_best_name(self, iteration: int) -> str:
         stored = elo.load(self.workdir).get("best")

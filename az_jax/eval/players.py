@@ -280,21 +280,13 @@ def parse_opponents(names: str | list[str]) -> list[Opponent]:
     return [parse_opponent(n) for n in items if n.strip()]
 
 
-def checkpoint_steps(workdir) -> list[int]:
-    """The iterations saved in `<workdir>/checkpoints`, oldest first ([] if none)."""
-    directory = Path(workdir) / "checkpoints"
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
-
-
 def resolve_checkpoint(workdir, ref: str) -> int:
     """`latest`, `latest-K` or `<iteration>` -> an iteration saved in `workdir`.
 
     Raises:
       FileNotFoundError: no such checkpoint (lists the saved iterations).
     """
-    steps = checkpoint_steps(workdir)
+    steps = ckpt.saved_steps(workdir)
     if not steps:
         raise FileNotFoundError(f"no checkpoints in {Path(workdir) / 'checkpoints'}")
     if ref == "latest":
