@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -164,10 +165,12 @@ def saved_steps(workdir) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
-def _options(keep: int) -> ocp.CheckpointManagerOptions:
+def _options(keep: int, every: Sequence[tuple[int, int]] = ()) -> ocp.CheckpointManagerOptions:
     policies = [ocp.checkpoint_managers.LatestN(n=max(int(keep), 1)),
                 ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m["score"], n=1,
                                               keep_checkpoints_without_metrics=False)]
+    policies += [ocp.checkpoint_managers.EveryNSteps(interval_steps=int(n), max_to_keep=int(k))
+                 for n, k in every]
     return ocp.CheckpointManagerOptions(
         preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
         enable_async_checkpointing=False,
@@ -176,8 +179,13 @@ def _options(keep: int) -> ocp.CheckpointManagerOptions:
     )
 
 
-def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
-    """The CheckpointManager of a workdir. Raises a clear error if it cannot be written."""
+def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False,
+            every: Sequence[tuple[int, int]] = ()):
+    """The CheckpointManager of a workdir. Raises a clear error if it cannot be written.
+
+    It keeps the newest `keep` checkpoints, the best-scored one, and for each `(n, k)` of
+    `every` the newest `k` whose iteration is a multiple of `n` (what the training
+    evaluator's `checkpoint:latest-K` opponents need: `players.preserved_steps`)."""
     directory = Path(workdir).expanduser().absolute() / SUBDIR
     if read_only:
         if not directory.is_dir():
@@ -198,7 +206,8 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False):
             raise full from e
         raise OSError(f"cannot write checkpoints to {directory}: {e.strerror}. "
                       "Choose another --workdir or fix its permissions.") from e
-    return ocp.CheckpointManager(directory, options=_options(keep), item_handlers=_handlers())
+    return ocp.CheckpointManager(directory, options=_options(keep, every),
+                                 item_handlers=_handlers())
 
 
 def _handlers() -> dict:

@@ -258,6 +258,17 @@ def make_steps(setup: Setup):
     return play, learn_step
 
 
+def _preserved(config) -> list[tuple[int, int]]:
+    """The checkpoints the training evaluator's `checkpoint:latest-K` opponents need kept
+    (`players.preserved_steps`); none without evaluation."""
+    if not config.eval.every or not config.eval.opponents:
+        return []
+    from az_jax.eval import external, players
+
+    return players.preserved_steps(external.parse_opponents(config.eval.opponents),
+                                   config.eval.every)
+
+
 def forget_after(workdir, iteration: int) -> None:
     """Drops what a killed process logged after the checkpoint its run resumes from (all of
     it for a new run): metrics.jsonl's rows of later iterations (and a torn last line), and
@@ -503,7 +514,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     init = None  # only a new run starts from train.init_from; read it before writing
     if source and not ckpt.saved_steps(workdir):  # (a run killed before its first save too)
         init = init_variables(source, setup)
-    mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
+    mngr = ckpt.manager(workdir, keep=config.checkpoint.keep, every=_preserved(config))
 
     run_key = jax.random.PRNGKey(config.seed)
     init_key, loop_key = jax.random.split(run_key)
@@ -526,7 +537,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 f"{runs.choices(workdir)}")
         mngr.close()
         _move_aside(workdir, "no checkpoint of it restores", is_writer)
-        mngr = ckpt.manager(workdir, keep=config.checkpoint.keep)
+        mngr = ckpt.manager(workdir, keep=config.checkpoint.keep, every=_preserved(config))
         if source:  # the new run starts from train.init_from, as any new run
             init = init_variables(source, setup)
     fitted = None  # the run's length under train.minutes, once decided

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from az_jax import checkpoint as ckpt
@@ -145,3 +146,29 @@ def test_a_conv_network_of_another_size_is_an_opponent(tmp_path, capsys):
     assert row[:2] == ["g7/iter-1/mcts:2", "2"]
     assert evaluate.main([*args, "--against", f"checkpoint:{d7}"]) == 2
     assert "has a dense head" in capsys.readouterr().err
+
+
+def test_latest_k_opponents_find_the_checkpoint_k_iterations_back(tmp_path):
+    """The training evaluator's `checkpoint:latest-K` is K iterations before the network
+    under test, and the checkpoint manager keeps it: real orbax checkpoints, saved as
+    Connect4's CPU config saves them (every 10, the newest 3 kept, evaluations every 50
+    against latest-50, each evaluation before that iteration's save)."""
+    from az_jax.eval import external
+    from az_jax.eval.players import is_fixed, preserved_steps, resolve_checkpoint
+
+    opponents = external.parse_opponents("onestep,mcts-rollout:200,checkpoint:latest-50,"
+                                         "greedy,mcts:8,checkpoint:latest")
+    assert preserved_steps(opponents, 50) == [(50, 2)]
+    assert preserved_steps(external.parse_opponents("checkpoint:latest-20"), 10) == [(10, 3)]
+    assert preserved_steps(external.parse_opponents("random,checkpoint:latest"), 10) == []
+    assert [is_fixed(o) for o in opponents] == [True, True, False, False, False, False]
+    assert is_fixed(external.parse_opponents(f"checkpoint:{tmp_path}@latest")[0])
+
+    mngr = ckpt.manager(tmp_path, keep=3, every=preserved_steps(opponents, 50))
+    z = {"w": np.zeros(2, np.float32)}
+    for it in range(10, 301, 10):
+        if it % 50 == 0 and it > 50:  # an evaluation: the checkpoint 50 iterations back
+            assert resolve_checkpoint(tmp_path, "latest-50", iteration=it) == it - 50
+        ckpt.save(mngr, it, z, {"iteration": it}, score=1.0 - it / 1000)  # falling scores
+    assert ckpt.saved_steps(tmp_path) == [10, 250, 280, 290, 300]  # best, every 50, newest
+    assert resolve_checkpoint(tmp_path, "latest-50") == 250  # from the newest saved

@@ -12,7 +12,7 @@ from az_jax import learner
 from az_jax.eval import elo, external
 from az_jax.eval.gauntlet import Gauntlet
 from az_jax.eval.match import DEFAULT_OPENING_PLIES, passes_gate
-from az_jax.eval.players import Player, PlayerFactory
+from az_jax.eval.players import Player, PlayerFactory, is_fixed
 
 
 class TrainingEvaluator:
@@ -26,15 +26,17 @@ class TrainingEvaluator:
     Metrics: `eval/<opponent>/score|win|draw|loss` per opponent (names with `:` -> `_`),
     `eval/best/score`, `eval/best/promoted` (1 when the current network became the best),
     `eval/elo` (the current network's rating on the ladder), `eval/seconds`, and `score`:
-    the mean score against `config.eval.opponents` (the number that ranks checkpoints; the
-    score against the best when there are no other opponents).
+    the mean score against the fixed opponents of `config.eval.opponents`
+    (`players.is_fixed`: not this run's own networks), the number that ranks checkpoints
+    (absent without fixed opponents: a score against a moving target ranks nothing).
 
     Gating (`config.eval.gating`): the best is replaced by the current parameters only if
     `passes_gate(result vs best, config.eval.gating_threshold)`; without gating the best
     is simply the current parameters. Names on the ladder: `iter-<k>/mcts:<sims>`.
 
     `config.eval.opening_plies` (optional; default DEFAULT_OPENING_PLIES) sets the random
-    opening. Unavailable `checkpoint:` opponents (none saved yet) are skipped.
+    opening. Unavailable `checkpoint:` opponents (none saved yet) are skipped;
+    `checkpoint:latest-K` is K iterations before the network under test.
 
     External engines (`external.py`, e.g. `baghchal-minimax:D`) may be listed too: they
     are built here (an engine of another game or a missing package raises now, not
@@ -87,7 +89,7 @@ class TrainingEvaluator:
         metrics, records, scores = {}, [], []
         others = self.gauntlet.resolve(self.factory, self.opponents, variables=variables,
                                        label=label, sims=self.sims, engines=self.engines,
-                                       skip_missing=True)
+                                       skip_missing=True, iteration=iteration)
         best_player = Player(self._best_name, me.kind, me.act,
                              learner.variables(best["params"], best["batch_stats"]))
         against_best = best_player.name != me.name
@@ -105,7 +107,8 @@ class TrainingEvaluator:
                             f"eval/{opp.metric}/win": t.wins / t.games,
                             f"eval/{opp.metric}/draw": t.draws / t.games,
                             f"eval/{opp.metric}/loss": t.losses / t.games})
-            scores.append(res.score)
+            if is_fixed(opp):
+                scores.append(res.score)
             records.append(res.as_record())
 
         promoted = True
@@ -114,8 +117,6 @@ class TrainingEvaluator:
             records.append(res_best.as_record())
             if self.gating:
                 promoted = passes_gate(res_best, self.threshold)
-            if not scores:
-                scores.append(res_best.score)
         if promoted:
             best = {"params": train_state.params, "batch_stats": train_state.batch_stats}
             self._best_name = me.name
@@ -125,7 +126,7 @@ class TrainingEvaluator:
                                  best=self._best_name)
             if me.name in ratings:
                 metrics["eval/elo"] = ratings[me.name].elo
-        if scores:  # absent (not NaN) when nothing was played, so no checkpoint ranks on it
+        if scores:  # absent (not NaN) without fixed opponents, so no checkpoint ranks on it
             metrics["score"] = float(np.mean(scores))
         metrics["eval/seconds"] = time.perf_counter() - t0
         return metrics, best

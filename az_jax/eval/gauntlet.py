@@ -65,7 +65,7 @@ class Gauntlet:
     def resolve(self, factory: PlayerFactory, opponents: list, *, variables=None,
                 label: str = "current", sims: int | None = None,
                 engines: dict[str, external.Engine] | None = None,
-                skip_missing: bool = False) -> list:
+                skip_missing: bool = False, iteration: int | None = None) -> list:
         """Parsed opponents (`external.parse_opponents`) -> players and engines.
 
         Args:
@@ -75,6 +75,7 @@ class Gauntlet:
             otherwise).
           skip_missing: an unavailable checkpoint (none saved yet) gives None instead of
             raising FileNotFoundError.
+          iteration: the network under test's, for `checkpoint:latest-K`.
         """
         out = []
         for opp in opponents:
@@ -82,7 +83,8 @@ class Gauntlet:
                 out.append((engines or {}).get(opp.name) or external.make_engine(opp, self.env))
                 continue
             try:
-                out.append(factory.build(opp, variables=variables, label=label, sims=sims))
+                out.append(factory.build(opp, variables=variables, label=label, sims=sims,
+                                         iteration=iteration))
             except FileNotFoundError:
                 if not skip_missing:
                     raise

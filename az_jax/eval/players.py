@@ -31,6 +31,7 @@ reads both kinds.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -274,14 +275,44 @@ def parse_opponent(name: str) -> Opponent:
     raise ValueError(f"unknown opponent {name!r}; {accepted_forms()}")
 
 
+def preserved_steps(opponents, eval_every: int) -> list[tuple[int, int]]:
+    """What the trainer's checkpoint manager keeps for the run's own `checkpoint:latest-K`
+    opponents, evaluated every `eval_every` iterations: (interval, count) pairs, keep the
+    newest `count` checkpoints whose iteration is a multiple of `interval`. Iteration - K
+    of an evaluation is then among them whenever a checkpoint was saved there (K a
+    multiple of `checkpoint.every`)."""
+    out = []
+    for opp in opponents:
+        if getattr(opp, "kind", None) == "checkpoint" and opp.workdir is None \
+                and (opp.ref or "").startswith("latest-"):
+            back = int(opp.ref[len("latest-"):])
+            interval = math.gcd(back, int(eval_every)) or 1
+            out.append((interval, back // interval + 1))
+    return sorted(set(out))
+
+
+def is_fixed(opp) -> bool:
+    """Whether an opponent plays the same at every evaluation (random, onestep, rollout
+    MCTS, an external engine, another run's checkpoint), unlike this run's own networks
+    (greedy, mcts:N, this run's checkpoints): scores against fixed ones compare across
+    iterations."""
+    kind = getattr(opp, "kind", None)
+    return not (kind in ("greedy", "mcts")
+                or (kind == "checkpoint" and getattr(opp, "workdir", None) is None))
+
+
 def parse_opponents(names: str | list[str]) -> list[Opponent]:
     """A comma-separated list (or a list) of opponent names; empty items are skipped."""
     items = names.split(",") if isinstance(names, str) else list(names)
     return [parse_opponent(n) for n in items if n.strip()]
 
 
-def resolve_checkpoint(workdir, ref: str) -> int:
+def resolve_checkpoint(workdir, ref: str, iteration: int | None = None) -> int:
     """`latest`, `latest-K` or `<iteration>` -> an iteration saved in `workdir`.
+
+    `latest-K` is the newest checkpoint at least K iterations before `iteration` (the
+    network under test; default: the newest saved one). The trainer keeps the checkpoints
+    that its `latest-K` opponents need (`preserved_steps`).
 
     Raises:
       FileNotFoundError: no such checkpoint (lists the saved iterations).
@@ -293,10 +324,11 @@ def resolve_checkpoint(workdir, ref: str) -> int:
         return steps[-1]
     if ref.startswith("latest-"):
         back = int(ref[len("latest-"):])
-        older = [s for s in steps if s <= steps[-1] - back]
+        now = steps[-1] if iteration is None else iteration
+        older = [s for s in steps if s <= now - back]
         if not older:
             raise FileNotFoundError(f"checkpoint:{ref}: no checkpoint at least {back} "
-                                    f"iterations older than {steps[-1]} in {workdir} "
+                                    f"iterations older than {now} in {workdir} "
                                     f"(saved: {steps})")
         return older[-1]
     step = int(ref)
@@ -359,8 +391,9 @@ class PlayerFactory:
         return Player(f"{label}/{kind}", kind,
                      self.act(kind, lambda: search_act(self.search, sims)), variables)
 
-    def checkpoint(self, opp: Opponent, sims: int) -> Player:
-        """A saved network (this run's or another run's) searching with `sims` simulations.
+    def checkpoint(self, opp: Opponent, sims: int, iteration: int | None = None) -> Player:
+        """A saved network (this run's or another run's) searching with `sims` simulations;
+        `iteration` as in `resolve_checkpoint`.
 
         Raises:
           FileNotFoundError: no such checkpoint; ValueError: a checkpoint of another game,
@@ -371,7 +404,7 @@ class PlayerFactory:
             raise ValueError(f"opponent {opp.name!r} needs a workdir")
         if not Path(workdir).is_dir():
             raise FileNotFoundError(f"opponent {opp.name!r}: no directory {workdir}")
-        step = resolve_checkpoint(workdir, opp.ref)
+        step = resolve_checkpoint(workdir, opp.ref, iteration if opp.workdir is None else None)
         key = (str(Path(workdir).resolve()), step)
         if key not in self._restored:
             while len(self._restored) >= 4:  # keep the cache small
@@ -395,7 +428,7 @@ class PlayerFactory:
         return Player(f"{label}/mcts:{sims}", kind, self.act(kind, make), restored.variables)
 
     def build(self, opp: Opponent, *, variables=None, label: str = "current",
-              sims: int | None = None) -> Player:
+              sims: int | None = None, iteration: int | None = None) -> Player:
         """The player for a parsed opponent.
 
         Args:
@@ -403,6 +436,7 @@ class PlayerFactory:
           variables: the network under test (for greedy / mcts:N).
           label: the network's ladder name prefix (e.g. "iter-20").
           sims: simulations for checkpoint opponents.
+          iteration: the network under test's, for `checkpoint:latest-K` (`resolve_checkpoint`).
         """
         if opp.kind == "random":
             return self.random()
@@ -416,6 +450,6 @@ class PlayerFactory:
             return self.network(variables, label, opp.simulations)
         if opp.kind == "checkpoint":
             self._need_net(opp.name)
-            return self.checkpoint(opp, int(sims or 1))
+            return self.checkpoint(opp, int(sims or 1), iteration)
         raise ValueError(f"unknown opponent kind {opp.kind!r}")  # pragma: no cover
 
