@@ -672,26 +672,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
             # Overheads the fit could not foresee (a slow first evaluation, a busy machine)
             # end the run with the minutes, the schedule nearly done.
             time_up = bool(minutes) and not final and time_is_up(started, minutes, seconds)
-            if (it + 1) % config.checkpoint.every == 0 or final or stop.requested or time_up:
+            # A signal reaches each host on its own: all stop when any has one (else one host
+            # would wait in the save's barrier while the others ran the next iteration).
+            stopping = _any_process(stop.requested)
+            if (it + 1) % config.checkpoint.every == 0 or final or stopping or time_up:
                 t_save = time.monotonic()
                 state = {"train_state": train_state, "games": games.states,
                          "best_params": best["params"], "best_batch_stats": best["batch_stats"],
                          **_games_items(games)}
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
-                last_save = final or stop.requested or time_up
+                last_save = final or stopping or time_up
                 if is_writer and (last_save or time.monotonic() - plotted >= PLOT_EVERY_S):
                     plots.write_training_plots(workdir)
                     plotted = time.monotonic()
                 saves.append(time.monotonic() - t_save)
-            if stop.requested and not final:
+            if stopping and not final:
                 _log(f"stopped at iteration {it + 1}; run the same command to resume",
                      is_writer, bar)
             elif time_up:
                 _log(f"train.minutes={minutes:g} are up at iteration {it + 1} of "
                      f"{num_iterations}; the same command trains on to {num_iterations}",
                      is_writer, bar)
-            if stop.requested or final or time_up:
+            if stopping or final or time_up:
                 break
     if bar is not None:
         bar.close()
@@ -714,6 +717,15 @@ def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bo
     one always runs). 0 = no cap. Every process of a multi-host run takes process 0's
     answer (the matches are collective)."""
     return _from_process0(not max_share or eval_spent <= max_share * (eval_spent + train_spent))
+
+
+def _any_process(flag: bool) -> bool:
+    """Whether `flag` is set on any process of a multi-host run (the same answer on all)."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.asarray(multihost_utils.process_allgather(np.int32(bool(flag)))).any())
 
 
 def _from_process0(x: T) -> T:

@@ -83,3 +83,43 @@ def test_launcher_detection():
     assert _launcher_detected({"TPU_WORKER_HOSTNAMES": "w0,w1"})
     assert _launcher_detected({"OMPI_MCA_orte_hnp_uri": "1;tcp://10.0.0.1:1",
                                "OMPI_COMM_WORLD_SIZE": "4"})
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_process_stops_both_at_one_checkpoint(tmp_path):
+    """A scheduler's SIGTERM reaches the hosts one at a time. Only process 1 gets it here:
+    both stop after the same iteration and write that checkpoint together, instead of one
+    waiting in the save's barrier while the other runs on (a hang)."""
+    import signal
+    import time
+
+    args = ["--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir",
+            str(tmp_path / "run"),
+            *tiny_args(network__channels=8, search__num_simulations=4, selfplay__num_plies=4,
+                       train__updates_per_iteration=2, replay__min_size=1,
+                       train__num_iterations=10_000, checkpoint__every=1_000)]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+               JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", PYTHONUNBUFFERED="1")
+    args += ["--coordinator", f"127.0.0.1:{_free_port()}", "--num_processes", "2"]
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args,
+                               "--process_id", str(i)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    try:
+        lines = []
+        deadline = time.monotonic() + 300
+        while not any(line.startswith("it    3") for line in lines):
+            assert time.monotonic() < deadline and procs[0].poll() is None, "".join(lines)
+            lines.append(procs[0].stdout.readline())
+        procs[1].send_signal(signal.SIGTERM)
+        out0 = "".join(lines) + procs[0].communicate(timeout=120)[0]  # before: a hang
+        procs[1].communicate(timeout=60)
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], out0[-3000:]
+    stopped = [line for line in out0.splitlines() if line.startswith("stopped at iteration")]
+    assert len(stopped) == 1, out0[-3000:]
+    step = int(stopped[0].split()[3].rstrip(";"))
+    assert checkpoint.saved_steps(tmp_path / "run") == [step]
