@@ -295,7 +295,8 @@ def run(args) -> None:
         ratings = elo.record(workdir, [r.as_record() for r in results],
                              iteration=restored.iteration, source="evaluate")
         shown = {me.name, *(o.name for o in others)}
-        print(f"\nElo (Bradley-Terry over all {elo.FILENAME} matches, random = 0):")
+        zero = f"{elo.ANCHOR} = 0" if elo.ANCHOR in ratings else "mean 0: no random played"
+        print(f"\nElo (Bradley-Terry over all {elo.FILENAME} matches, {zero}):")
         print(elo.format_table(ratings, shown))
 
     if sets:

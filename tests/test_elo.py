@@ -100,3 +100,17 @@ def test_forget_after_drops_the_training_matches_a_resume_plays_again(tmp_path):
     before = (tmp_path / elo.FILENAME).read_text()
     elo.forget_after(tmp_path, 10)  # nothing more to drop: the file is left as it is
     assert (tmp_path / elo.FILENAME).read_text() == before
+
+
+def test_no_anchor_errors_are_those_of_the_centred_ratings():
+    """Without `random` the ratings are centred (mean 0), and their errors must be too: two
+    players, 30-0-10. The gap has the error the anchored fit gives the one player rated
+    against `random` (hand-worked: 1/sqrt(40 p (1 - p)) with p = 3/4 is 0.365 logistic
+    units, 63 Elo); each centred rating is half the gap, so half that error, not the
+    ~1000 Elo of the prior's width on their common offset."""
+    two = [{"a": "x", "b": "y", "wins": 30, "draws": 0, "losses": 10}]
+    centred = elo.fit(two)
+    anchored = elo.fit([dict(two[0], b="random")])["x"].stderr
+    assert 55 < anchored < 75
+    for name in "xy":
+        assert centred[name].stderr == pytest.approx(anchored / 2, rel=0.02)

@@ -155,6 +155,10 @@ def fit(matches: Iterable[dict], *, anchor: str = ANCHOR, prior_draws: float = P
     stderr = np.zeros(len(names))
     if len(free):
         cov = np.linalg.inv(h[np.ix_(free, free)])
+        if not anchored:  # the ratings are reported centred (mean 0): so are their errors;
+            # uncentred, they would mostly be the prior's width on the common offset
+            centre = np.eye(len(free)) - 1.0 / len(free)
+            cov = centre @ cov @ centre
         stderr[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
     if not anchored:
         q = q - q.mean()
