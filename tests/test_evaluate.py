@@ -172,3 +172,16 @@ def test_latest_k_opponents_find_the_checkpoint_k_iterations_back(tmp_path):
         ckpt.save(mngr, it, z, {"iteration": it}, score=1.0 - it / 1000)  # falling scores
     assert ckpt.saved_steps(tmp_path) == [10, 250, 280, 290, 300]  # best, every 50, newest
     assert resolve_checkpoint(tmp_path, "latest-50") == 250  # from the newest saved
+
+
+def test_rollout_mcts_keeps_the_sign_when_the_mover_moves_again():
+    """`mcts-rollout:N` on a game where player 0 moves twice (`TwiceGame`: it wins only by
+    playing action 1 both times): it plays 1, as the network search does; flipping the
+    value's sign between two moves of the same player made it prefer the losing 0."""
+    from az_jax.eval.players import rollout_mcts_act
+    from tests.tiny import TwiceGame
+
+    env = TwiceGame()
+    act = jax.jit(rollout_mcts_act(env, 32, max_plies=4))
+    states = jax.tree.map(lambda x: jax.numpy.stack([x] * 8), env.init())
+    np.testing.assert_array_equal(act(None, states, jax.random.PRNGKey(0)), [1] * 8)

@@ -1,7 +1,6 @@
 """Search over real env dynamics: wins in one, forced blocks, value signs, masking."""
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +11,7 @@ import pytest
 
 import envs
 from az_jax import network, search
+from tests.tiny import TwiceGame
 
 ENV = envs.make("tictactoe")
 NET = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
@@ -110,42 +110,12 @@ def test_interior_logits_masked(apply_fn):
     np.testing.assert_allclose(out.discount, [-0.95])
 
 
-class _TwiceState(NamedTuple):
-    current_player: jax.Array  # int32[]
-    step_count: jax.Array  # int32[]
-    picks: jax.Array  # int32[]: how many of player 0's two moves were action 1
-    rewards: jax.Array  # float32[2]
-    done: jax.Array  # bool[]
-    observation: jax.Array  # float32[1]
-    legal_action_mask: jax.Array  # bool[2]
-
-
-class _Twice:
-    """A hand-made game where one player moves twice in a row, as in backgammon: player 0
-    plays two moves, then the game ends; player 0 wins if both were action 1, else loses."""
-
-    num_actions = 2
-
-    def init(self):
-        return _TwiceState(jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros(2),
-                           jnp.bool_(False), jnp.zeros(1), jnp.ones(2, bool))
-
-    def step(self, state, action, key):
-        del key
-        step_count, picks = state.step_count + 1, state.picks + action
-        done = step_count == 2
-        won = jnp.where(picks == 2, 1.0, -1.0)
-        return _TwiceState(jnp.where(done, 1, 0).astype(jnp.int32), step_count, picks,
-                           jnp.where(done, jnp.stack([won, -won]), 0.0), done,
-                           jnp.zeros(1), jnp.ones(2, bool))
-
-
 def test_discount_keeps_the_sign_when_the_mover_moves_again():
     """The value of a node belongs to its mover: after a move that leaves the turn with the
-    same player (backgammon), mctx's backup must not flip it. A search over `_Twice` then
+    same player (backgammon), mctx's backup must not flip it. A search over `TwiceGame` then
     plays action 1, whose line wins; flipping the sign makes it prefer the losing action 0
     (hand-worked: q(1) = +1, q(0) = -1 for player 0)."""
-    env = _Twice()
+    env = TwiceGame()
     rec = search.make_recurrent_fn(env, _unmasked, discount=0.9)
     root = jax.tree.map(lambda x: jnp.stack([x, x]), env.init())
     out, mid = rec(None, jax.random.PRNGKey(0), jnp.array([1, 0]), root)

@@ -4,7 +4,15 @@
 `tiny_training(c, **changes)` shrinks a ConfigDict in place; `tiny_args(**changes)` gives
 the same fields as `--config.a.b=v` flags for train.py and bench. A change names a field
 with `__` for the dot (`selfplay__num_plies=9`) and overrides the value in `TINY`.
+
+`TwiceGame`: a hand-made game where one player moves twice in a row, for the searches' value
+signs (tests/test_search.py, tests/test_evaluate.py).
 """
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
 
 TINY = {
     "network.channels": 4, "network.num_blocks": 1,
@@ -72,3 +80,33 @@ def make_run(workdir, env_id: str, policy: str = "gumbel", head: str = "dense",
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env), "iteration": 1}
     ckpt.save(ckpt.manager(workdir), 1, {"train_state": state}, meta)
     return workdir
+
+
+class TwiceState(NamedTuple):
+    current_player: jax.Array  # int32[]
+    step_count: jax.Array  # int32[]
+    picks: jax.Array  # int32[]: how many of player 0's two moves were action 1
+    rewards: jax.Array  # float32[2]
+    done: jax.Array  # bool[]
+    observation: jax.Array  # float32[1]
+    legal_action_mask: jax.Array  # bool[2]
+
+
+class TwiceGame:
+    """A hand-made game where one player moves twice in a row, as in backgammon: player 0
+    plays two moves, then the game ends; player 0 wins if both were action 1, else loses."""
+
+    num_actions = 2
+
+    def init(self):
+        return TwiceState(jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros(2),
+                           jnp.bool_(False), jnp.zeros(1), jnp.ones(2, bool))
+
+    def step(self, state, action, key):
+        del key
+        step_count, picks = state.step_count + 1, state.picks + action
+        done = step_count == 2
+        won = jnp.where(picks == 2, 1.0, -1.0)
+        return TwiceState(jnp.where(done, 1, 0).astype(jnp.int32), step_count, picks,
+                           jnp.where(done, jnp.stack([won, -won]), 0.0), done,
+                           jnp.zeros(1), jnp.ones(2, bool))

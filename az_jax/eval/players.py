@@ -186,9 +186,10 @@ def rollout_mcts_act(env, num_simulations: int, *, max_plies: int | None = None,
         k_step, k_roll = jax.random.split(key)
         nxt = jax.vmap(env.step)(state, action, jax.random.split(k_step, batch))
         reward = nxt.rewards[jnp.arange(batch), state.current_player]
+        same_mover = nxt.current_player == state.current_player  # moves again: no sign flip
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jnp.where(nxt.done, 0.0, -1.0),
+            discount=jnp.where(nxt.done, 0.0, jnp.where(same_mover, 1.0, -1.0)),
             prior_logits=uniform_logits(nxt.legal_action_mask),
             value=values(nxt, k_roll),
         )
