@@ -59,20 +59,23 @@ class Int:
 
 @dataclasses.dataclass(frozen=True)
 class Float:
-    """A finite number above `low` (or equal to it when `low_ok`) and at most `high`."""
+    """A finite number above `low` (or equal to it when `low_ok`) and below `high` (or
+    equal to it when `high_ok`)."""
 
     low: float
     high: float = math.inf
     low_ok: bool = True
     optional: bool = False
+    high_ok: bool = True
 
     def problem(self, name, v) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int | float):
             return f"{name}={v!r} must be a number"
         low, high = self.low, self.high
-        if not (math.isfinite(v) and (low < v or (self.low_ok and v == low)) and v <= high):
+        if not (math.isfinite(v) and (low < v or (self.low_ok and v == low))
+                and (v < high or (self.high_ok and v == high))):
             bounds = f"{'>=' if self.low_ok else '>'} {low:g}" + (
-                f" and <= {high:g}" if high < math.inf else "")
+                f" and {'<=' if self.high_ok else '<'} {high:g}" if high < math.inf else "")
             return f"{name}={v!r} must be a finite number {bounds}"
         return None
 
@@ -172,7 +175,8 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "eval.opening_plies": Int(0, optional=True),
     "eval.gating": Bool(),
     "eval.gating_threshold": Float(0.0, 1.0),
-    "eval.max_share": Float(0.0, 1.0, optional=True),
+    # 1 would leave training no time: a fitted run of a few iterations
+    "eval.max_share": Float(0.0, 1.0, optional=True, high_ok=False),
     "checkpoint.every": Int(1),
     "checkpoint.keep": Int(1),
     "checkpoint.save_replay": Bool(),
@@ -208,8 +212,9 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
         if isinstance(kind, Int) and (isinstance(v, bool) or not isinstance(v, int)):
             integers = False
     seed = config.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63:
-        problems.append(f"seed={seed!r} must be a 64-bit integer")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        # jax.random.PRNGKey keeps 32 bits (without x64): 2**32 would be seed 0 again
+        problems.append(f"seed={seed!r} must be an integer from 0 to {2**32 - 1}")
     try:
         env = config.get("env")
         external.check_opponents(config.eval.opponents,

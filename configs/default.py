@@ -8,7 +8,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    c.seed = 0
+    c.seed = 0  # 0 .. 2**32 - 1
 
     c.env = ml_collections.ConfigDict()
     c.env.id = "connect4"  # envs.make id (or "pgx:<id>" with pgx installed)
@@ -149,7 +149,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval.every = 10  # iterations between evaluations (0 = never)
     c.eval.num_games = 64  # per opponent, colours alternated
     # A due evaluation runs only while evaluation so far has taken at most this share of
-    # the run's wall clock (training + evaluation; the first always runs). 0 = no cap.
+    # the run's wall clock (training + evaluation; the first always runs). 0 = no cap;
+    # below 1.
     c.eval.max_share = 0.1
     c.eval.num_simulations = 32  # search strength of the agent under test
     # See az_jax.eval.players.parse_opponent; also host-side engines (az_jax.eval.external), e.g.

@@ -685,3 +685,26 @@ def test_web_short_bodies_and_silent_clients(server):
         _web_still_plays(server)
         assert time.monotonic() - t0 < 30
     assert request(server, "GET", "/api/info")[0] == 200
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("eval.max_share", 1.0, "eval.max_share=1.0 must be a finite number >= 0 and < 1"),
+    ("eval.max_share", 0.99, None),
+    ("seed", 2**32, f"seed={2**32} must be an integer from 0 to {2**32 - 1}"),
+    ("seed", -1, "seed=-1 must be an integer from 0 to"),
+    ("seed", 2**32 - 1, None),
+])
+def test_limits_where_a_value_would_silently_mean_another(field, value, message):
+    """eval.max_share=1 fitted a run to a few iterations, and PRNGKey keeps 32 bits of the
+    seed, so seed 2**32 was seed 0's run: both are refused at the start now."""
+    from az_jax import config as config_lib
+    from configs import default
+
+    c = default.get_config()
+    group, _, name = field.rpartition(".")
+    (c[group] if group else c)[name] = value
+    if message is None:
+        config_lib.validate(c, 1)
+        return
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config_lib.validate(c, 1)
