@@ -130,6 +130,23 @@ def test_mistake_plies_against_the_rules():
     assert plies.min() >= 2 and plies.max() <= 42 and np.all(plies % 2 == 0)
 
 
+def test_a_win_missed_at_once_is_horizon_1():
+    """The other mistakes, draws where a win was there: horizon 1 exactly where the mover
+    had a winning move at once (the env's own rules), odd horizons only."""
+    sets = solver_bench.load_sets([str(Path(__file__).parent / "data" / "connect4")])
+    pos = [(p, a) for ps in sets.values() for p in ps for a in range(7)
+           if p.column_scores[a] == 0 and max(s for s in p.column_scores if s is not None) > 0]
+    plies = np.array([solver_bench.mistake_plies(p, a) for p, a in pos])
+    states = solver_bench.states_from_moves(C4, [p for p, _ in pos])
+    could_win = np.asarray(jax.jit(jax.vmap(C4.winning_moves))(
+        states, states.current_player).any(-1))
+    assert (plies == 1).sum() > 20 and (plies > 1).sum() > 100 and np.all(plies % 2 == 1)
+    np.testing.assert_array_equal(could_win, plies == 1)
+    counts = solver_bench.mistake_horizons([p for p, _ in pos], [a for _, a in pos])
+    assert counts["1 (a win missed)"] == (plies == 1).sum()
+    assert counts["2 (answered at once)"] == 0
+
+
 def test_perfect_player_from_labels(positions):
     best = [int(np.argmax([-99 if s is None else s for s in p.column_scores]))
             for p in positions]

@@ -87,8 +87,9 @@ def mistake_plies(position: Position, action: int) -> int | None:
 
     A move that loses: until the opponent's winning move (Pons's scale: he wins with his
     `MAX_SCORE - |score|`-th stone). A draw where a win was there: until the fastest win
-    given away would have been played. Short horizons are what a search can see (2: the
-    reply wins at once); long ones take a network that knows the game.
+    given away would have been played. Short horizons are what a search can see (1: a win
+    at once missed; 2: the reply wins at once); long ones take a network that knows the
+    game.
     """
     out = position.outcomes()
     legal = out > -2
@@ -103,9 +104,10 @@ def mistake_plies(position: Position, action: int) -> int | None:
     return 2 * (MAX_SCORE - best - mine) - 1
 
 
-# The buckets of `mistake_horizons` (plies, upper bounds) and their labels.
-HORIZONS = ((2, "2 (answered at once)"), (4, "3-4"), (8, "5-8"), (16, "9-16"),
-            (MAX_SCORE * 2, "17+"))
+# The buckets of `mistake_horizons` (plies, upper bounds) and their labels: 1, a draw
+# where the mover could win at once; 2, a move the reply wins at once.
+HORIZONS = ((1, "1 (a win missed)"), (2, "2 (answered at once)"), (4, "3-4"), (8, "5-8"),
+            (16, "9-16"), (MAX_SCORE * 2, "17+"))
 
 
 def mistake_horizons(positions: Sequence[Position], actions) -> dict[str, int]:
