@@ -293,7 +293,7 @@ def run(args) -> None:
 
     if results and not args.no_elo:
         ratings = elo.record(workdir, [r.as_record() for r in results],
-                             iteration=restored.iteration, source="evaluate")
+                             iteration=restored.iteration, source="evaluate", seed=args.seed)
         shown = {me.name, *(o.name for o in others)}
         zero = f"{elo.ANCHOR} = 0" if elo.ANCHOR in ratings else "mean 0: no random played"
         print(f"\nElo (Bradley-Terry over all {elo.FILENAME} matches, {zero}):")

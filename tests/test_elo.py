@@ -114,3 +114,20 @@ def test_no_anchor_errors_are_those_of_the_centred_ratings():
     assert 55 < anchored < 75
     for name in "xy":
         assert centred[name].stderr == pytest.approx(anchored / 2, rel=0.02)
+
+
+def test_an_evaluation_repeated_with_its_seed_replaces_its_record(tmp_path):
+    """`evaluate` run twice with the same --seed plays the same openings with the same keys:
+    its matches replace the earlier ones instead of counting the games twice; another seed,
+    other players or the trainer's records stay."""
+    elo.record(tmp_path, [("iter-5/mcts:8", "random", 9, 1, 0)], iteration=5)
+    first = elo.record(tmp_path, [("iter-5/mcts:8", "onestep", 6, 0, 4)], iteration=5,
+                       source="evaluate", seed=0)
+    again = elo.record(tmp_path, [("iter-5/mcts:8", "onestep", 6, 0, 4)], iteration=5,
+                       source="evaluate", seed=0)
+    assert again == first  # the same ladder, errors included
+    elo.record(tmp_path, [("iter-5/mcts:8", "onestep", 7, 0, 3)], iteration=5,
+               source="evaluate", seed=1)
+    matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
+    assert [(m["b"], m["source"], m.get("seed")) for m in matches] == [
+        ("random", "train", None), ("onestep", "evaluate", 0), ("onestep", "evaluate", 1)]

@@ -230,7 +230,7 @@ def ratings_json(ratings: dict[str, Rating]) -> dict:
 
 def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
            iteration: int | None = None, source: str = "train",
-           best: str | None = None) -> dict[str, Rating]:
+           best: str | None = None, seed: int | None = None) -> dict[str, Rating]:
     """Appends match results to the ladder, refits it and writes elo.json.
 
     Args:
@@ -239,6 +239,9 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
       iteration: the training iteration these matches belong to (for the record).
       source: "train" (the trainer's evaluator) or "evaluate" (the CLI).
       best: if given, the name of the current best network.
+      seed: the seed that decided the games (`evaluate --seed`): a match of the same two
+        players, source and seed replaces the earlier one (the same openings and keys, so
+        largely the same games: counted twice they would shrink the errors for nothing).
     Returns:
       The new ratings.
     """
@@ -246,9 +249,14 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
         data = load(workdir)
         now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         for a, b, w, d, losses in results:
-            data["matches"].append({"a": a, "b": b, "wins": int(w), "draws": int(d),
-                                    "losses": int(losses), "iteration": iteration,
-                                    "source": source, "time": now})
+            match = {"a": a, "b": b, "wins": int(w), "draws": int(d), "losses": int(losses),
+                     "iteration": iteration, "source": source, "time": now}
+            if seed is not None:
+                match["seed"] = int(seed)
+                same = lambda m: ((m["a"], m["b"]) == (a, b) and m.get("source") == source
+                                  and m.get("seed") == int(seed))
+                data["matches"] = [m for m in data["matches"] if not same(m)]
+            data["matches"].append(match)
         if best is not None:
             data["best"] = best
         ratings = fit(data["matches"], anchor=data.get("anchor", ANCHOR))
