@@ -298,3 +298,16 @@ def test_unknown_opponent_in_config_fails_early(tmp_path):
     setup.config.eval.opponents = "random,minimax"
     with pytest.raises(ValueError, match="unknown opponent 'minimax'"):
         evaluator.TrainingEvaluator(setup, tmp_path)
+
+
+def test_a_resumed_runs_best_is_named_with_todays_simulations(tmp_path):
+    """After a resume the best network plays with the current eval.num_simulations, so its
+    ladder name says so (it kept the old count, two strengths under one name)."""
+    from az_jax.eval import elo
+
+    setup = _setup(gating=False)
+    elo.record(tmp_path, [("iter-5/mcts:64", "random", 9, 1, 0)], iteration=5,
+               best="iter-5/mcts:64")
+    ev = evaluator.TrainingEvaluator(setup, tmp_path)
+    assert ev._first_best_name(10) == f"iter-5/mcts:{setup.config.eval.num_simulations}"
+    assert ev._first_best_name(5) == f"iter-0/mcts:{setup.config.eval.num_simulations}"

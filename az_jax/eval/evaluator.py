@@ -73,8 +73,8 @@ class TrainingEvaluator:
     def _first_best_name(self, iteration: int) -> str:
         stored = elo.load(self.workdir).get("best")
         found = elo.player_iteration(stored) if stored else None
-        if found is not None and found[0] < iteration:
-            return stored
+        if found is not None and found[0] < iteration:  # it plays with today's simulations
+            return f"iter-{found[0]}/mcts:{self.sims}"
         if self._resumed:  # no record of which network it is
             return f"best-before-{iteration}/mcts:{self.sims}"
         return f"iter-0/mcts:{self.sims}"
