@@ -569,6 +569,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
+    first = _from_process0(start)
+    if _any_process(start != first):  # every process raises alike, none waits for the others
+        raise ValueError(
+            f"the processes of this run restored different checkpoints (process 0: iteration "
+            f"{first}, process {jax.process_index()}: {start}): one reads a checkpoint that "
+            f"another cannot. Check that every host sees the same files under {workdir}, "
+            f"then run the same command again.")
     if is_writer:
         forget_after(workdir, start)
         if not (Path(workdir) / "config.json").exists():  # lost: the errors point to it
