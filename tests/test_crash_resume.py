@@ -132,9 +132,12 @@ def test_sigkill_anywhere_resumes_to_the_same_network(tmp_path):
 def _tiny_config(iterations=2):
     from configs import tictactoe
 
+    # 5 plies a window: every game (one a logical shard) ends within the first two, so each
+    # shard holds a position and the second iteration trains (`trainer.replay_ready`).
     return tiny_training(tictactoe.get_config(), network__channels=8,  # batch norm, as by default
-                         replay__min_size=1, train__num_iterations=iterations,
-                         checkpoint__every=1, checkpoint__save_replay=True)
+                         selfplay__num_plies=5, replay__min_size=1,
+                         train__num_iterations=iterations, checkpoint__every=1,
+                         checkpoint__save_replay=True)
 
 
 @pytest.fixture(scope="module")

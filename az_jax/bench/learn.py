@@ -68,7 +68,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-points", type=cli.integer(1), default=12,
                    help="evaluate at most this many checkpoints, spread over the minutes "
                         "(always the last one; default 12)")
-    p.add_argument("--sims", type=cli.integer(1), default=64,
+    p.add_argument("--sims", type=cli.integer(0, cli.MAX_SIMULATIONS), default=64,
                    help="simulations of the searching agent (0: the network alone only)")
     p.add_argument("--sets", default=str(DEFAULT_SETS),
                    help="connect4: solver set files or a directory of them (default: the "
