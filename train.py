@@ -77,11 +77,12 @@ def main(argv):
     checkpoint.plain_warnings()
 
     config = FLAGS.config
+    default = os.path.join("runs", config.env.id.replace(":", "_"))
     if FLAGS.workdir is not None and not FLAGS.workdir.strip():
-        print("error: --workdir is empty: name the run's folder, or leave the flag out for "
-              f"runs/{config.env.id.replace(':', '_')}", file=sys.stderr)
+        print(f"error: --workdir is empty: name the run's folder, or leave the flag out for "
+              f"{default}", file=sys.stderr)
         sys.exit(2)
-    workdir = FLAGS.workdir or os.path.join("runs", config.env.id.replace(":", "_"))
+    workdir = FLAGS.workdir or default
     try:
         trainer.train_and_evaluate(config, workdir, started=STARTED)
     except (ValueError, OSError) as e:

@@ -310,6 +310,14 @@ def node_tactics(env, state, logits, value, discount: float = 1.0):
     return logits, value
 
 
+def backup_discount(state, next_state, gamma: float = 1.0) -> jax.Array:
+    """mctx's discount for the steps `state` -> `next_state` (batched): a node's value
+    belongs to its mover, so -gamma where the turn passes, +gamma where the same player
+    moves again (pgx's backgammon), 0 where the game ended. float32[B]."""
+    same_mover = next_state.current_player == state.current_player
+    return jnp.where(next_state.done, 0.0, jnp.where(same_mover, gamma, -gamma))
+
+
 def make_recurrent_fn(env, apply_fn, discount: float = 1.0, tactics: bool = False):
     """mctx `recurrent_fn` over the env.
 
@@ -330,13 +338,11 @@ def make_recurrent_fn(env, apply_fn, discount: float = 1.0, tactics: bool = Fals
                 next_state, logits, value)
         logits = jnp.where(next_state.legal_action_mask, logits, jnp.finfo(logits.dtype).min)
         reward = next_state.rewards[jnp.arange(batch), state.current_player]
-        done = next_state.done
-        same_mover = next_state.current_player == state.current_player  # bool[B]
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jnp.where(done, 0.0, jnp.where(same_mover, discount, -discount)),
+            discount=backup_discount(state, next_state, discount),
             prior_logits=logits,
-            value=jnp.where(done, 0.0, value),
+            value=jnp.where(next_state.done, 0.0, value),
         )
         return out, next_state
 

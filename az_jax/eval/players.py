@@ -186,10 +186,9 @@ def rollout_mcts_act(env, num_simulations: int, *, max_plies: int | None = None,
         k_step, k_roll = jax.random.split(key)
         nxt = jax.vmap(env.step)(state, action, jax.random.split(k_step, batch))
         reward = nxt.rewards[jnp.arange(batch), state.current_player]
-        same_mover = nxt.current_player == state.current_player  # moves again: no sign flip
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jnp.where(nxt.done, 0.0, jnp.where(same_mover, 1.0, -1.0)),
+            discount=search_lib.backup_discount(state, nxt),
             prior_logits=uniform_logits(nxt.legal_action_mask),
             value=values(nxt, k_roll),
         )
@@ -284,8 +283,7 @@ def preserved_steps(opponents, eval_every: int) -> list[tuple[int, int]]:
     multiple of `checkpoint.every`)."""
     out = []
     for opp in opponents:
-        if getattr(opp, "kind", None) == "checkpoint" and opp.workdir is None \
-                and (opp.ref or "").startswith("latest-"):
+        if opp.kind == "checkpoint" and opp.workdir is None and opp.ref.startswith("latest-"):
             back = int(opp.ref[len("latest-"):])
             interval = math.gcd(back, int(eval_every)) or 1
             out.append((interval, back // interval + 1))
@@ -297,9 +295,8 @@ def is_fixed(opp) -> bool:
     MCTS, an external engine, another run's checkpoint), unlike this run's own networks
     (greedy, mcts:N, this run's checkpoints): scores against fixed ones compare across
     iterations."""
-    kind = getattr(opp, "kind", None)
-    return not (kind in ("greedy", "mcts")
-                or (kind == "checkpoint" and getattr(opp, "workdir", None) is None))
+    return not (opp.kind in ("greedy", "mcts")
+                or (opp.kind == "checkpoint" and opp.workdir is None))
 
 
 def parse_opponents(names: str | list[str]) -> list[Opponent]:
