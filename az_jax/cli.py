@@ -5,10 +5,9 @@ import math
 import sys
 from pathlib import Path
 
+from az_jax.config import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound (no JAX)
+
 MODELS = Path(__file__).parent / "models"
-# The most simulations a move may ask for: a search tree holds one node per simulation
-# (int32 indices; at 100,000 a 15x15 tree is already ~0.5 GB).
-MAX_SIMULATIONS = 100_000
 
 
 def integer(low: int, high: int | None = None):

@@ -38,22 +38,27 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository: configs/ lives the
 CONFIGS = ROOT / "configs"
 DEFAULT_CONFIG = str(CONFIGS / "connect4.py")
 INT32_MAX = 2**31 - 1  # counters, sizes and steps are int32 on the device
+# The most simulations a search may run, in a config and on every command line: a search
+# tree holds one node per simulation (int32 indices; at 100,000 a 15x15 tree is already
+# ~0.5 GB).
+MAX_SIMULATIONS = 100_000
 _OVERRIDE = re.compile(r"^--?(?:no)?config\.([^=]*)")  # --config.a.b=v -> "a.b"
 
 
 # =========================================================================== fields
 @dataclasses.dataclass(frozen=True)
 class Int:
-    """An integer from `low` to INT32_MAX."""
+    """An integer from `low` to `high` (INT32_MAX by default)."""
 
     low: int
     optional: bool = False  # configs saved before the field existed may lack it
+    high: int = INT32_MAX
 
     def problem(self, name, v) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int):
             return f"{name}={v!r} must be an integer"
-        if not self.low <= v <= INT32_MAX:
-            return f"{name}={v} must be from {self.low} to {INT32_MAX}"
+        if not self.low <= v <= self.high:
+            return f"{name}={v} must be from {self.low} to {self.high}"
         return None
 
 
@@ -147,7 +152,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "replay.capacity": Int(1),
     "replay.min_size": Int(0),
     "search.policy": Choice("az_jax.search", "POLICIES"),
-    "search.num_simulations": Int(1),
+    "search.num_simulations": Int(1, high=MAX_SIMULATIONS),
     "search.max_num_considered_actions": Int(1),
     "search.eval_sims_per_considered": Int(0, optional=True),
     "search.gumbel_scale": Float(0.0),
@@ -171,7 +176,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "network.global_pool": Bool(optional=True),
     "eval.every": Int(0),
     "eval.num_games": Int(1),
-    "eval.num_simulations": Int(1),
+    "eval.num_simulations": Int(1, high=MAX_SIMULATIONS),
     "eval.opening_plies": Int(0, optional=True),
     "eval.gating": Bool(),
     "eval.gating_threshold": Float(0.0, 1.0),

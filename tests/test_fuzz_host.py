@@ -693,10 +693,16 @@ def test_web_short_bodies_and_silent_clients(server):
     ("seed", 2**32, f"seed={2**32} must be an integer from 0 to {2**32 - 1}"),
     ("seed", -1, "seed=-1 must be an integer from 0 to"),
     ("seed", 2**32 - 1, None),
+    ("search.num_simulations", 100_001,
+     "search.num_simulations=100001 must be from 1 to 100000"),
+    ("eval.num_simulations", 10**9, "eval.num_simulations=1000000000 must be from 1 to 100000"),
+    ("search.num_simulations", 100_000, None),
 ])
 def test_limits_where_a_value_would_silently_mean_another(field, value, message):
     """eval.max_share=1 fitted a run to a few iterations, and PRNGKey keeps 32 bits of the
-    seed, so seed 2**32 was seed 0's run: both are refused at the start now."""
+    seed, so seed 2**32 was seed 0's run: both are refused at the start now. Simulations
+    have the command lines' bound (a tree of 10**9 nodes overflowed or ran out of memory
+    after compiling)."""
     from az_jax import config as config_lib
     from configs import default
 

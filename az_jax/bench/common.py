@@ -146,7 +146,7 @@ def config_args(p: argparse.ArgumentParser, *, plies: bool = True) -> None:
                    help="training config file; override fields with --config.a.b=value")
     p.add_argument("--batch", type=cli.integer(1), default=None,
                    help="games side by side (default: the config's selfplay.batch_size)")
-    p.add_argument("--sims", type=cli.integer(1), default=None,
+    p.add_argument("--sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=None,
                    help="simulations per move (default: the config's)")
     if plies:
         p.add_argument("--plies", type=cli.integer(1), default=8,
