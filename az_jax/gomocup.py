@@ -24,7 +24,9 @@ Commands (one per line; answers are flushed at once):
   TAKEBACK x,y       removes the last stone if it is at x,y: OK
   PLAY x,y           the brain must play x,y: answers x,y
   INFO key value     timeout_turn, timeout_match, time_left (ms), max_memory (bytes), rule
-                     (0 freestyle, 1 exactly five, 2 continuous; 4 renju is refused)
+                     (0 freestyle, 1 exactly five; 2 continuous, 4 renju and 8 caro are
+                     refused: ERROR at the next command that is not INFO, as the
+                     protocol has it for every problem with an INFO)
   ABOUT              name="az_jax", version, author, country
   END                exits (status 0)
 Coordinates are x,y = column,row counted from 0 at the top left (action = y * size + x).
@@ -86,7 +88,7 @@ import traceback
 from pathlib import Path
 
 from az_jax import cli
-from az_jax.gomocup_worker import RemoteAgent, load_agent  # noqa: F401 (in-process)
+from az_jax.gomocup_worker import RemoteAgent, WorkerError, load_agent  # noqa: F401
 
 # ASCII digits only, at most 9 of them: `int` would take other scripts' digits, and
 # thousands of digits (Python refuses more than 4300) are no coordinate.
@@ -98,6 +100,7 @@ _INFO_NUMBER = re.compile(r"^\s*(-?[0-9]{1,18})\s*$")  # milliseconds, bytes (ma
 TIME_SHARE = 0.8  # of the move's budget used for searching
 SAFETY_S = 0.010  # seconds kept back for the tactical check, output and the pipe
 MIN_SIZE, MAX_SIZE = 5, 22  # envs/gomoku.py
+UNLIMITED_MS = 2**31 - 1  # the protocol's "no limit" for INFO time_left
 MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 board)
 # Below this INFO max_memory the root tactics are win_and_block, not the threat search,
 # whose compiled program adds ~100 MB to the peak when it loads (~410 MB in all on 9x9 on a
@@ -230,6 +233,11 @@ def choose(models: list[Model], size: int, rule: str) -> Model:
     return min(fits, key=lambda m: (abs(m.size - size), rank.get(m.name, len(rank)), m.name))
 
 
+def _info_key(arg: str) -> str:
+    """The key of an INFO command's argument (`timeout_turn 5000` -> timeout_turn)."""
+    return arg.strip().partition(" ")[0].lower()
+
+
 def _close(agent) -> None:
     """Ends an agent's child process, if it has one."""
     if hasattr(agent, "close"):
@@ -323,7 +331,8 @@ class Brain:
                  sims: int | None = None, turn_ms: int = 5000, seed: int = 0):
         self.write = write
         self.models = list(models)
-        self.loader = loader or (lambda m, n, r: RemoteAgent(m, n, r, seed))
+        self.loader = loader or self._start_remote
+        self.seed = seed
         self.chunk = int(chunk)
         self.sims = sims
         self.info = {"timeout_turn": int(turn_ms), "timeout_match": 0, "time_left": None,
@@ -331,6 +340,7 @@ class Brain:
         self.size: int | None = None
         self.model: Model | None = None
         self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
+        self._info_errors: dict[str, str] = {}  # INFO key -> its problem, for the next command
         self._job = None  # (model, size, rule, thread, box) of the agent being loaded
         self._chunk_s = None  # the slowest chunk seen (seconds)
         self._deep_sims = 0  # the deep search's simulations in the last move (0: none)
@@ -344,6 +354,9 @@ class Brain:
     @property
     def rule(self) -> str:
         rule = self.info["rule"]
+        if rule & 2:  # after a five the game goes on, and BOARD marks its stones as 3
+            raise ValueError(f"rule {rule} (a continuous game) is not supported: az_jax "
+                             "plays freestyle (rule 0) and exactly five (rule 1)")
         if rule & 4:
             raise ValueError(f"rule {rule} (renju) is not supported: az_jax plays freestyle "
                              "(rule 0) and exactly five (rule 1)")
@@ -362,7 +375,12 @@ class Brain:
         key = (model, size, self.rule)
         if self._job is None or self._job[:3] != key:
             if self._job is not None:
-                _close(self._job[-1].pop("agent", None))  # (one still loading: `_load`)
+                old = self._job[-1]
+                _close(old.pop("agent", None))
+                # One still loading (INFO rule just after START) ends now, not once it has
+                # loaded: two search processes would take twice the memory meanwhile.
+                if old.get("loading") is not None:
+                    old["loading"].kill()
             box: dict = {}
             thread = threading.Thread(target=self._load, args=(key, box), daemon=True)
             self._job = (*key, thread, box)
@@ -370,9 +388,23 @@ class Brain:
             thread.start()
         self.model = model
 
+    def _start_remote(self, model, size, rule, box=None):
+        """The default loader: the model in a search process (`RemoteAgent`), put in
+        `box["loading"]` as soon as that process exists (so that `_select` can end it)."""
+        def started(agent):
+            box["loading"] = agent
+            if self._job is None or self._job[-1] is not box:  # replaced meanwhile
+                agent.kill()
+
+        return RemoteAgent(model, size, rule, self.seed,
+                           started=started if box is not None else None)
+
     def _load(self, key, box) -> None:
         try:
-            agent = self.loader(*key)
+            if self.loader == self._start_remote:
+                agent = self._start_remote(*key, box=box)
+            else:
+                agent = self.loader(*key)
             # Read now, late: managers send INFO max_memory just after START.
             agent.tactics = self._tactics_for_memory()
             t0 = time.perf_counter()
@@ -395,6 +427,15 @@ class Brain:
         except Exception as e:  # noqa: BLE001 - reported at the next move
             traceback.print_exc(file=sys.stderr)
             box["error"] = f"{type(e).__name__}: {e}"
+
+    def _restart_if_ended(self, agent) -> None:
+        """Starts loading the model again when `agent`'s search process has ended (killed,
+        out of memory): the next moves are tactical until it is back."""
+        if getattr(agent, "ended", False) and self._job is not None and (
+                self._job[-1].get("agent") is agent):
+            _close(agent)
+            self._job = None
+            self._select(self.size)
 
     def _agent(self, wait_s: float):
         """The loaded agent, waiting at most `wait_s` for it (None if not ready)."""
@@ -509,7 +550,9 @@ class Brain:
         turn = self.info["timeout_turn"]
         seconds = turn / 1000.0 if turn and turn > 0 else 0.0
         left = self.info["time_left"]
-        if left is not None and self.info["timeout_match"]:
+        # The protocol: a manager sends time_left whenever the match's time is limited,
+        # and the brain may rely on it alone (not on timeout_match); 2147483647 = no limit.
+        if left is not None and left < UNLIMITED_MS:
             empty = self.size * self.size - len(self.board.moves)
             moves_left = max(8, empty // 4)  # our moves still to come, roughly
             seconds = min(seconds, left / 1000.0 / moves_left)
@@ -530,19 +573,25 @@ class Brain:
         else:  # wait for a model still loading only while a chunk would still fit after
             agent = self._agent(self.budget() - (time.perf_counter() - t0) - (
                 self._chunk_s or self.budget() / 2))
-        thought = None
+        thought, failed = None, None
         if agent is not None and why != "wins":
             state = self._sync(agent)
-            if self.sims:
-                thought = agent.think(state, self.sims)
-            else:
-                thought = self._search(agent, state, t0)
+            try:
+                if self.sims:
+                    thought = agent.think(state, self.sims)
+                else:
+                    thought = self._search(agent, state, t0)
+            except WorkerError as e:  # this move is the tactical one; the game goes on
+                traceback.print_exc(file=sys.stderr)
+                failed = str(e)
+                self._restart_if_ended(agent)
         if thought is None or why == "wins" or (
                 why == "blocks a five" and not self.board.wins(thought.action,
                                                              self.board.to_move)):
             action = fallback
             self.write(f"MESSAGE tactical move ({why}); "
                        + ("search not ready" if agent is None else
+                          f"the search failed: {failed}" if failed else
                           "no time to search" if thought is None else
                           f"the search chose {self._xy(thought.action)}"))
         else:
@@ -646,22 +695,36 @@ class Brain:
         text = line.strip()
         if not text:
             return True
+        cmd = arg = ""
         try:
             if self.board_lines is not None:
                 return self._board_line(text)
             cmd, _, arg = text.partition(" ")
             cmd = cmd.upper()
+            if cmd not in ("INFO", "END") and self._info_errors:
+                # The protocol: a problem with INFO waits for the first command that is not
+                # INFO (the manager reads nothing meanwhile), and is its answer.
+                errors, self._info_errors = self._info_errors, {}
+                self.write(f"ERROR {next(iter(errors.values()))}")
+                return True
             handler = getattr(self, f"_cmd_{cmd.lower()}", None)
             if handler is None or not (cmd.isascii() and cmd.isalpha()):
                 self.write(f"UNKNOWN command {_show(cmd)} is not supported")
                 return True
-            return handler(arg.strip()) is not False
+            going_on = handler(arg.strip()) is not False
+            if cmd == "INFO":  # a later INFO of the same key that is fine mends it
+                self._info_errors.pop(_info_key(arg), None)
+            return going_on
         except ValueError as e:
-            self.write(f"ERROR {e}")
+            error = str(e)
         except Exception as e:  # noqa: BLE001 - a bug must not end the tournament game
             traceback.print_exc(file=sys.stderr)
-            self.write(f"ERROR internal error {type(e).__name__} on {_show(text)} (a bug; "
-                       "the traceback is on stderr)")
+            error = (f"internal error {type(e).__name__} on {_show(text)} (a bug; the "
+                     "traceback is on stderr)")
+        if cmd == "INFO":
+            self._info_errors[_info_key(arg)] = error
+        else:
+            self.write(f"ERROR {error}")
         return True
 
     def _need_start(self) -> None:
@@ -775,19 +838,24 @@ class Brain:
         else:
             raise ValueError(f"BOARD has {len(own)} own and {len(opp)} opponent stones: "
                              "not a position where it is the brain's turn")
-        order = [a for pair in zip(black, white, strict=False) for a in pair]
-        order += black[len(white):]
+        # The stones go down in turn, each side's in an order that makes no five on the
+        # way (the manager may send them in any order): under exactly five, a five can
+        # become a six, which does not win, when a later stone joins it.
         self.reset()
-        for i, a in enumerate(order):
-            if self.board.over:
-                raise ValueError(f"the position was already won before stone {i + 1}")
-            self._play(a)
+        stones = [list(black), list(white)]
+        for i in range(len(points)):
+            side = stones[i % 2]
+            quiet = [a for a in side if not self.board.wins(a, i % 2)]
+            if not quiet:
+                raise ValueError("the position on BOARD is already decided (no order of "
+                                 "its stones avoids a five before the last one)")
+            side.remove(quiet[0])
+            self._play(quiet[0])
         if self.board.over:
             raise ValueError("the position on BOARD is already decided")
 
     def _cmd_info(self, arg: str):
-        key, _, value = arg.partition(" ")
-        key = key.lower()
+        key, value = _info_key(arg), arg.partition(" ")[2]
         if not key:
             raise ValueError("INFO needs a key and a value, e.g. INFO timeout_turn 5000")
         if key in ("timeout_turn", "timeout_match", "time_left", "rule", "max_memory",
@@ -840,33 +908,45 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time per move until INFO timeout_turn says otherwise (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
     p.add_argument("--precompile", nargs="?", const="15,20", metavar="SIZES",
-                   help="compile the searches for these board sizes (default 15,20) into "
-                        "the persistent cache and exit: run once after installing, so that "
-                        "no tournament game pays for a compile (~500 MB peak, tens of "
-                        "seconds; a brain that finds its search cached peaks near 300 MB)")
+                   help="compile the searches for these board sizes (default 15,20), under "
+                        "each rule a model plays, into the persistent cache and exit: run "
+                        "once after installing, so that no tournament game pays for a "
+                        "compile (~500 MB peak, tens of seconds; a brain that finds its "
+                        "search cached peaks near 300 MB)")
     return p
 
 
 def precompile(models: list[Model], sizes: str, args) -> int:
-    """Fills the compilation cache for `sizes` (freestyle); returns the exit status."""
+    """Fills the compilation cache for `sizes`, under each rule (INFO rule 0 and 1) that a
+    model plays; returns the exit status."""
     try:
         wanted = [int(n) for n in sizes.split(",")]
     except ValueError:
         print(f"error: --precompile takes sizes like 15,20, got {sizes!r}", file=sys.stderr)
         return 2
     for n in wanted:
-        brain = Brain(lambda line: None, models, chunk=args.chunk, sims=args.sims, seed=args.seed)
-        t0 = time.perf_counter()
-        if not brain.handle(f"START {n}") or brain.model is None:
-            print(f"error: no model plays {n}x{n} freestyle", file=sys.stderr)
+        compiled = 0
+        for rule, name in RULES.items():
+            brain = Brain(lambda line: None, models, chunk=args.chunk, sims=args.sims,
+                          seed=args.seed)
+            brain.handle(f"INFO rule {rule}")
+            t0 = time.perf_counter()
+            brain.handle(f"START {n}")
+            if brain.model is None:  # no model plays this size under this rule
+                continue
+            try:
+                brain._agent(float("inf"))
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            finally:
+                _close(brain._job[-1].get("agent"))
+            compiled += 1
+            print(f"compiled {brain.model.name} for {n}x{n} {name} in "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        if not compiled:
+            print(f"error: no model plays {n}x{n}", file=sys.stderr)
             return 2
-        try:
-            brain._agent(float("inf"))
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"compiled {brain.model.name} for {n}x{n} in {time.perf_counter() - t0:.0f} s",
-              file=sys.stderr)
     return 0
 
 
@@ -895,18 +975,21 @@ def source_models(args) -> list[Model]:
     return models
 
 
-def main(argv=None, stdin=None, stdout=None) -> int:
+def main(argv=None, stdin=None, stdout=None, debug_stderr: bool = False) -> int:
+    """The brain on `stdin`/`stdout` (default: the process's). `debug_stderr`: once the
+    flags are read and it serves a manager, its stderr goes out as DEBUG lines
+    (`stderr_as_debug_lines`; the console script does this)."""
     args = build_parser().parse_args(argv)
     # Only protocol lines go to stdout: anything a library prints goes to stderr meanwhile.
     out = stdout or sys.stdout
     saved, sys.stdout = sys.stdout, sys.stderr
     try:
-        return _serve(args, stdin or sys.stdin, out)
+        return _serve(args, stdin or sys.stdin, out, debug_stderr)
     finally:
         sys.stdout = saved
 
 
-def _serve(args, stdin, out) -> int:
+def _serve(args, stdin, out, debug_stderr: bool = False) -> int:
     if hasattr(stdin, "reconfigure"):
         stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
     if hasattr(out, "reconfigure"):
@@ -933,6 +1016,9 @@ def _serve(args, stdin, out) -> int:
         return 2
     if args.precompile:
         return precompile(models, args.precompile, args)
+    global _relay
+    if debug_stderr:
+        _relay = stderr_as_debug_lines()
     brain = Brain(write, models, chunk=args.chunk, sims=args.sims, turn_ms=args.turn_ms,
                   seed=args.seed)
     print("az_jax gomocup brain: " + ", ".join(
@@ -946,12 +1032,45 @@ def _serve(args, stdin, out) -> int:
             return 0
 
 
+def stderr_as_debug_lines() -> threading.Thread:
+    """Makes everything written to this process's stderr (fd 2, which the search process
+    inherits) reach the real stderr as `DEBUG ...` lines, through a pipe and a thread.
+
+    piskvork gives a brain's stderr the pipe of its stdout and skips only the lines that
+    begin with DEBUG or MESSAGE: any other line is read as the answer to its command, so
+    the start line, a traceback or a library's warning ended the brain's game (at START,
+    the start line was taken for the answer). Every manager ignores DEBUG lines. Returns
+    the relay thread (`run` gives it a moment to drain at exit)."""
+    read_fd, write_fd = os.pipe()
+    real = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    end = os.linesep.encode()
+
+    def relay() -> None:
+        with open(read_fd, "rb") as lines:
+            for line in lines:  # one write a line: whole lines between the answers
+                os.write(real, b"DEBUG " + line.rstrip(b"\r\n") + end)
+
+    thread = threading.Thread(target=relay, name="stderr-relay", daemon=True)
+    thread.start()
+    return thread
+
+
+_relay: threading.Thread | None = None  # `stderr_as_debug_lines`'s thread, once started
+
+
 def run() -> None:
     """The console script `pbrain-az_jax`: `main`, then an immediate exit (a model still
-    compiling in the background must not hold up, or crash, the exit at END)."""
-    code = main()
+    compiling in the background must not hold up, or crash, the exit at END). While it
+    serves a manager its stderr goes out as DEBUG lines (`stderr_as_debug_lines`)."""
+    code = main(debug_stderr=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    if _relay is not None:
+        os.close(2)  # the relay drains, then ends (once the search process has gone too)
+        _relay.join(timeout=0.5)
     os._exit(code)
 
 

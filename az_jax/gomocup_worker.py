@@ -86,14 +86,18 @@ class RemoteAgent:
 
     Args:
       model: a `gomocup.Model`; size, rule: the board; seed: of the search keys.
+      started: called with this agent once its process exists, before the model loads
+        (so that a brain can `kill` a load it no longer wants).
     Raises:
       WorkerError: the model failed to load (the reason in the message).
     """
 
-    def __init__(self, model, size: int, rule: str, seed: int = 0):
+    def __init__(self, model, size: int, rule: str, seed: int = 0, started=None):
+        # stderr: this process's fd 2 (on Windows a child would otherwise inherit the
+        # console's handle, not the pipe `gomocup.stderr_as_debug_lines` put there).
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "az_jax.gomocup_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=os.environ.copy())
+            stdout=subprocess.PIPE, stderr=2, env=os.environ.copy())
         self._write_lock = threading.Lock()
         self._pending: dict[int, Future] = {}
         self._ids = itertools.count()
@@ -103,6 +107,8 @@ class RemoteAgent:
         self.mask_seconds: float | None = None
         self._compiled: set[tuple[int, bool]] = set()  # (sims, evaluation) compiled there
         self._tactics = None
+        if started is not None:  # the process exists: the caller may `kill` it from now on
+            started(self)
         try:  # its fields, not the object: the brain's module may be __main__ here
             self._call("load", dataclasses.asdict(model), size, rule, seed)
         except BaseException:
@@ -157,6 +163,16 @@ class RemoteAgent:
             except (OSError, ValueError):
                 pass
             raise TimeoutError(f"{method} passed the move's deadline") from None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the child process has gone (closed, killed, crashed)."""
+        return self._closed or self._proc.poll() is not None
+
+    def kill(self) -> None:
+        """Ends the child process at once (one still loading: its load fails)."""
+        self._closed = True
+        self._proc.kill()
 
     def close(self) -> None:
         """Ends the child process (it exits when its pipe closes)."""

@@ -307,6 +307,12 @@ def main(argv=None, read=None, write=print) -> int:
     if loaded is None:
         return 2
     agent, human = loaded
+    if read is None and hasattr(sys.stdin, "reconfigure"):
+        # Bytes that are not text (in the terminal's encoding) become U+FFFD, so they read
+        # as a bad move ("not accepted: ...") instead of ending the game with a traceback.
+        sys.stdin.reconfigure(errors="replace")
+    if write is print and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # echoing them on, e.g., cp1252
     write(f"model: {agent.description}")
     write("compiling the search (once per simulation count)...")
     game = TerminalGame(agent, human, agent.num_simulations, top=args.top, delay=args.delay,

@@ -136,7 +136,8 @@ def test_threats(tmp_path):
 @pytest.mark.parametrize("argv", [["env", "--batch", "0"], ["env", "--steps", "-1"],
                                   ["train", "--repeats", "0"], ["selfplay", "--sims", "0"],
                                   ["threats", "--games", "x"], ["learn", "--games", "0"],
-                                  ["selfplay", "--sims", "100001"], ["pgx", "--sims", "1000000000"]])
+                                  ["selfplay", "--sims", "100001"],
+                                  ["pgx", "--sims", "1000000000"]])
 def test_counts_below_one_stop_at_the_command_line(argv, capsys):
     """A batch, step, repeat or game count of 0 or less (or simulations beyond the front
     ends' 100,000) is argparse's one-line error (exit status 2), not a ZeroDivisionError or

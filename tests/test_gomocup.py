@@ -28,19 +28,23 @@ N = 9
 class BrainProcess:
     """A brain subprocess with a reader thread, so that no read can hang the tests."""
 
-    def __init__(self, workdir: Path, *args: str):
+    def __init__(self, workdir: Path, *args: str, merged: bool = False):
+        """merged: stderr on the stdout pipe, as piskvork runs a brain (`self.lines` then
+        holds both)."""
         env = dict(os.environ, JAX_PLATFORMS="cpu")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "az_jax.gomocup", "--workdir", str(workdir), "--chunk", "4",
              *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True,
             cwd=ROOT, env=env, bufsize=1)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put),
                          daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append),
-                         daemon=True).start()
+        if not merged:
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append),
+                             daemon=True).start()
 
     @staticmethod
     def _pump(stream, put):
@@ -242,7 +246,6 @@ MALFORMED = {
     "TURN 9,0": "ERROR 9,0 is off the 9x9 board",
     "TURN -1,3": "ERROR -1,3 is off the 9x9 board",
     "START nine": "ERROR START needs a board size",
-    "INFO timeout_turn soon": "ERROR INFO timeout_turn needs an integer",
     "SWAP2BOARD": "UNKNOWN",
     "HELLO world": "UNKNOWN",
     "12,3": "UNKNOWN",
@@ -253,6 +256,12 @@ def test_malformed_lines_keep_it_alive(brain):
     assert brain.ask("START 9") == "OK"
     for line, expected in MALFORMED.items():
         assert brain.ask(line).startswith(expected), line
+    # A problem with INFO answers the next command that is not INFO (the protocol: the
+    # manager reads nothing after an INFO), not the INFO itself.
+    brain.send("INFO timeout_turn soon")
+    assert brain.nothing_pending()
+    assert brain.ask("SWAP2BOARD").startswith("ERROR INFO timeout_turn needs an integer")
+    assert brain.ask("SWAP2BOARD").startswith("UNKNOWN")
     brain.send("INFO folder C:\\somewhere")  # unknown or ignored INFO keys: no answer
     brain.send("INFO evaluate 1,1")
     brain.send("")  # empty lines are ignored
@@ -264,6 +273,72 @@ def test_malformed_lines_keep_it_alive(brain):
     x, y = xy(brain.ask("DONE"))  # the valid lines still make the position
     assert (x, y) != (4, 4)
     assert brain.ask("ABOUT").startswith('name="az_jax"')  # still alive
+
+
+def test_piskvork_reads_stderr_as_answers_so_it_carries_debug_lines_only(run):
+    """piskvork gives a brain's stderr the pipe of its stdout and takes every line that
+    does not begin with DEBUG or MESSAGE for an answer (its protocol.cpp): the start line
+    the brain writes to stderr was read as the answer to START, which ended the game. So
+    stderr goes out as DEBUG lines, from both processes: here a killed search process (its
+    traceback on stderr) while the moves go on, tactical until the search is back."""
+    b = BrainProcess(run, merged=True)
+    seen = []
+
+    def answer(line: str, timeout: float = 120.0) -> tuple[str, list[str]]:
+        b.send(line)
+        notes = []
+        while True:
+            got = b.lines.get(timeout=timeout)
+            seen.append(got)
+            if not got.startswith(("DEBUG ", "MESSAGE ")):
+                return got, notes
+            notes.append(got)
+
+    def searched(deadline_s: float = 180.0) -> list[str]:
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            got, notes = answer("BEGIN")
+            xy(got)
+            assert answer("RESTART")[0] == "OK"
+            if any(n.startswith("MESSAGE eval") for n in notes):
+                return notes
+            time.sleep(0.5)
+        raise AssertionError(f"the search never answered; the brain said {seen[-20:]}")
+
+    try:
+        assert answer("START 9")[0] == "OK"  # the start line came first, as DEBUG
+        assert seen[0].startswith("DEBUG az_jax gomocup brain:"), seen[:3]
+        b.send("INFO timeout_turn 1000")
+        searched()
+        children = []
+        for task in Path(f"/proc/{b.proc.pid}/task").iterdir():
+            try:  # (a thread may end meanwhile)
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        assert len(children) == 1, children
+        os.kill(children[0], 9)
+        got, notes = answer("BEGIN")
+        xy(got)  # answered all the same
+        assert any("tactical move" in n and "the search failed" in n for n in notes), notes
+        assert answer("RESTART")[0] == "OK"
+        searched()  # a new search process
+        assert answer("ABOUT")[0].startswith('name="az_jax"')
+        b.send("END")
+        assert b.proc.wait(timeout=60) == 0
+        rest = [line.rstrip("\r\n") for line in b.proc.stdout]  # (after the answers)
+        while not b.lines.empty():
+            rest.append(b.lines.get())
+        seen.extend(rest)
+        assert any(line.startswith("DEBUG Traceback") for line in seen), seen
+        odd = [line for line in seen if not (
+            line.startswith(("DEBUG ", "MESSAGE ", 'name="az_jax"'))
+            or line == "OK" or re.fullmatch(r"\d+,\d+", line))]
+        assert not odd, odd
+    finally:
+        if b.proc.poll() is None:
+            b.proc.kill()
+            b.proc.wait(timeout=30)
 
 
 def test_end_exits_0(run):

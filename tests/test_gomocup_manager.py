@@ -143,12 +143,23 @@ def test_protocol_answers_before_any_model_loads():
         for line, want in [("START 23", "ERROR unsupported size 23: boards from 5 to 22"),
                            ("RECTSTART 20,15", "ERROR unsupported board 20x15"),
                            ("START 15", "OK"),
-                           ("INFO rule 1", "ERROR no model for standard gomoku"),
+                           # The protocol: a problem with INFO answers the next command
+                           # that is not INFO (the manager reads nothing after an INFO).
+                           ("INFO rule 1", None),
+                           ("TURN 7,7", "ERROR no model for standard gomoku"),
                            ("TURN 7,7", "ERROR no model for this board and rule"),
-                           ("INFO rule 4", "ERROR rule 4 (renju) is not supported"),
+                           ("INFO rule 4", None),
+                           ("ABOUT", "ERROR rule 4 (renju) is not supported"),
+                           ("INFO rule 2", None),
+                           ("RESTART", "ERROR rule 2 (a continuous game) is not supported"),
                            ("INFO rule 0", None),
-                           ("INFO max_memory 200000000", "ERROR INFO max_memory 200000000 "
-                                                         "bytes is below the 350 MB"),
+                           ("INFO max_memory 200000000", None),
+                           ("INFO max_memory 367001600", None),  # mends it: no ERROR
+                           ("INFO max_memory 200000000", None),
+                           ("ABOUT", "ERROR INFO max_memory 200000000 bytes is below the "
+                                     "350 MB"),
+                           ("INFO timeout_turn soon", None),
+                           ("INFO timeout_turn 50", None),
                            ("INFO max_memory 367001600", None)]:
             n = len(out)
             brain.handle(line)
@@ -159,8 +170,61 @@ def test_protocol_answers_before_any_model_loads():
         assert loader.calls[-1] == ("d15", 15, "freestyle")
         brain.handle("TURN 7,7")  # after rule 0 again: plays (tactical move)
         assert re.fullmatch(r"MESSAGE tactical move .*", out[-2]) and out[-1] != "7,7"
+        brain.handle("INFO time_left soon")
+        n = len(out)
+        assert brain.handle("END") is False and len(out) == n  # END exits, answering nothing
     finally:
         loader.release.set()
+
+
+def test_time_left_rules_whenever_the_manager_sends_it():
+    """The protocol: a manager sends INFO time_left whenever the match's time is limited,
+    and the brain may rely on it alone. Without timeout_match (never sent, or 0) it was
+    ignored: a 5 s turn with 600 ms left in the match took 4 s."""
+    loader = _Never()
+    brain = gomocup.Brain(lambda line: None, [_model("c9", 9, head="conv")], loader=loader)
+    try:
+        for line in ["START 9", "INFO timeout_turn 5000", "INFO time_left 600"]:
+            brain.handle(line)
+        assert brain.move_seconds() <= 0.6 / 8  # at most an eighth of what is left
+        brain.handle("INFO time_left 2147483647")  # the protocol's "no limit"
+        assert brain.move_seconds() == 5.0
+    finally:
+        loader.release.set()
+
+
+def test_board_stones_in_any_order_under_exactly_five():
+    """The protocol lets BOARD list stones in any order. Under exactly five a six is no
+    win, but the stones of one went down in the order given, so 0..5 in a row made a five
+    on the way ('already won before stone 10') where another order of the same stones
+    played on. Both orders play now, and a five is still refused."""
+    opponent = [(x, 0) for x in range(6)]  # a six: no win under exactly five
+    own = [(0, 2), (2, 2), (4, 2), (6, 2), (8, 4)]
+    answers = []
+    for order in (opponent, opponent[:3] + opponent[4:] + opponent[3:4]):
+        out, loader = [], _Never()
+        brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
+                              loader=loader)
+        try:
+            for line in ["INFO rule 1", "START 9", "INFO timeout_turn 50", "BOARD",
+                         *(f"{x},{y},2" for x, y in order), *(f"{x},{y},1" for x, y in own),
+                         "DONE"]:
+                brain.handle(line)
+        finally:
+            loader.release.set()
+        assert re.fullmatch(r"\d+,\d+", out[-1]), out
+        answers.append(out[-1])
+    assert answers[0] == answers[1]
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
+                          loader=loader)
+    try:  # an exact five of the opponent's: decided, in any order
+        for line in ["INFO rule 1", "START 9", "BOARD", *(f"{x},0,2" for x in (4, 0, 2, 1, 3)),
+                     *(f"{x},{y},1" for x, y in own[:4]), "DONE"]:
+            brain.handle(line)
+    finally:
+        loader.release.set()
+    assert out[-1].startswith("ERROR the position on BOARD is already decided"), out
 
 
 class _Blocking:
@@ -432,7 +496,7 @@ def test_precompile_fills_the_cache_and_exits(conv, tmp_path):
                            "--precompile", "9"], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert re.search(r"compiled c9 for 9x9 in \d+ s", done.stderr), done.stderr[-2000:]
+    assert re.search(r"compiled c9 for 9x9 freestyle in \d+ s", done.stderr), done.stderr[-2000:]
     names = [p.name for p in cache.iterdir()]
     for program in ("jit_step", "jit__mask_batch", "jit__think_batch"):
         assert any(n.startswith(program) for n in names), (program, names)
@@ -450,14 +514,54 @@ def test_launch_with_no_arguments_answers_at_once(cache):
         assert answer == "OK", answer
         since_launch = time.monotonic() - brain.t0
         assert since_launch < 2.0 * 3, since_launch  # 2 s by design; 3x for a loaded box
-        assert brain.ask("INFO rule 4")[0].startswith("ERROR rule 4 (renju)")
-        assert brain.ask("RESTART")[0].startswith("ERROR rule 4")
+        brain.send("INFO rule 4")  # answered at the next command that is not INFO
+        assert brain.ask("RESTART")[0].startswith("ERROR rule 4 (renju)")
+        assert brain.ask("BEGIN")[0].startswith("ERROR rule 4")  # still refused
         brain.send("INFO rule 0")
         assert brain.ask("START 15")[0] == "OK"
         assert brain.ask("ABOUT")[0].startswith('name="az_jax"')
     finally:
         brain.close()
     assert brain.proc.returncode == 0
+
+
+def _search_processes() -> list[int]:
+    """The pids of this process's children that run `az_jax.gomocup_worker` and live."""
+    pids = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:  # (a thread may end meanwhile)
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    out = []
+    for pid in pids:
+        try:
+            if (b"az_jax.gomocup_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"):
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def test_info_rule_after_start_ends_the_first_load_at_once(conv, tmp_path, cache, monkeypatch):
+    """Managers send INFO rule just after START. The freestyle load that START began was
+    left to finish (JAX imported, the model read and compiled) beside the exactly-five one:
+    two search processes, ~525 MB against a 350 MB INFO max_memory. It ends at once now."""
+    monkeypatch.setenv("AZ_JAX_CACHE", str(cache))
+    exact = gomocup.read_model(conv_run(tmp_path / "exact", rule="standard"))
+    brain = gomocup.Brain(lambda line: None, [gomocup.read_model(conv), exact])
+    try:
+        brain.handle("START 9")
+        brain.handle("INFO rule 1")
+        end = time.monotonic() + 3.0  # far less than a load (JAX alone: seconds)
+        while len(_search_processes()) > 1 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert len(_search_processes()) <= 1, _search_processes()
+        assert brain._agent(float("inf")) is not None and brain.model is exact
+        assert len(_search_processes()) == 1
+    finally:
+        gomocup._close(brain._job[-1].get("agent"))
 
 
 def test_timed_games_at_50_and_200_ms(conv, cache):

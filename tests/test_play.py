@@ -8,6 +8,7 @@ restorable model of the right game, not a good player (training would only add c
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -64,6 +65,20 @@ def test_bad_side_lists_what_is_accepted(ttt_run, capsys):
     assert play.main(["--workdir", str(ttt_run), "--human-color", "purple"]) == 2
     err = capsys.readouterr().err
     assert "unknown side 'purple'" in err and "first, second, 1, 2, x, o" in err
+
+
+def test_input_that_is_not_text_is_a_bad_move():
+    """Bytes that are not UTF-8, under a strict decoder: answered like any bad move, and the
+    game goes on (it ended with a UnicodeDecodeError traceback)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONIOENCODING="utf-8:strict")
+    proc = subprocess.run([sys.executable, "-m", "az_jax.play", "--model", "tictactoe",
+                           "--sims", "8"], input=b"\xff\xfe\nB2\n", capture_output=True,
+                          cwd=ROOT, timeout=300, env=env)
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "not accepted: cannot read '\ufffd\ufffd' as a point" in out
+    assert "last move: X B2 (you)" in out and "O (AI) plays" in out
+    assert out.rstrip().endswith("bye")  # at the end of the input
 
 
 def test_parse_side_names():

@@ -287,6 +287,36 @@ def test_cli_errors_and_help():
     assert proc.returncode == 2 and "error: no checkpoints in" in proc.stderr
 
 
+def test_the_default_sims_is_capped_at_max_sims(capsys):
+    """`--max-sims 8` below the model's default (64): the default is 8, no choice exceeds it,
+    and a game without `sims` plays (it was refused with a 400). An explicit `--sims` above
+    `--max-sims` stays a one-line error before anything loads."""
+    assert web.server.main(["--model", "tictactoe", "--sims", "16", "--max-sims", "8"]) == 2
+    assert capsys.readouterr().err == "error: --sims must be in 1..--max-sims (8)\n"
+    command = [sys.executable, "-m", "az_jax.web", "--model", "tictactoe", "--max-sims", "8",
+               "--port", "0", "--no-warmup"]
+    with subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        timer = threading.Timer(300, proc.kill)  # a hang fails the test, not the whole run
+        timer.start()
+        try:
+            lines, found = [], None
+            for line in proc.stdout:  # up to "serving TicTacToe() on http://...", or the exit
+                lines.append(line)
+                if found := re.search(r" on (http://\S+)", line):
+                    break
+            assert found, "".join(lines)
+            srv = types.SimpleNamespace(url=found.group(1))
+            status, info = call(srv, "/api/info")
+            assert status == 200 and info["sims"] == {"default": 8, "max": 8, "choices": [8]}
+            status, game = call(srv, "/api/new", {"human": 1})  # the AI moves first
+            assert status == 200, game
+            assert game["sims"] == 8 and game["analysis"]["simulations"] == 8
+        finally:
+            timer.cancel()
+            proc.terminate()
+
+
 # ---------------------------------------------------------------------- browser
 def _browser():
     playwright = pytest.importorskip(
@@ -347,6 +377,33 @@ def test_click_a_game_in_chromium(server, tmp_path):
             assert page.inner_text("#value-text").startswith("final result:")
             assert page.locator("#board .win-cell").count() == len(state["end"]["line"])
             page.screenshot(path=str(tmp_path / "end.png"))
+            assert not problems, problems
+        finally:
+            browser.close()
+
+
+def test_a_refused_first_game_shows_the_error_in_chromium(server):
+    """The page's first /api/new refused (its sims raised past --max-sims on the way): the
+    status shows the server's message, not "Loading…" for ever, and Undo and Hint, with no
+    game to act on, are off."""
+    sync_api = _browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            problems = []  # uncaught errors only: Chromium logs the 400 itself to the console
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.route("**/api/new", lambda route: route.continue_(post_data=json.dumps(
+                {**route.request.post_data_json, "sims": 10_000})))
+            page.goto(server.url)
+            page.wait_for_function("window.az && window.az.error && !window.az.busy",
+                                   timeout=60_000)
+            assert page.evaluate("window.az.state") is None
+            assert page.inner_text("#status") == (
+                f"sims must be an integer from 1 to {server.games.max_sims}, got 10000")
+            assert "error" in page.get_attribute("#status", "class").split()
+            assert page.is_disabled("#undo") and page.is_disabled("#hint")
+            assert page.is_enabled("#new")  # to try again
             assert not problems, problems
         finally:
             browser.close()

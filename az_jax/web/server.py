@@ -94,8 +94,12 @@ class Games:
         geometry.shape(agent.env)  # raises for a game without a board drawing
         self.agent = agent
         self.env = agent.env
-        self.sims = int(sims or agent.num_simulations)
         self.max_sims = int(max_sims)
+        if sims is None:  # the agent's default, capped: a game without `sims` must be valid
+            sims = min(agent.num_simulations, self.max_sims)
+        elif not 1 <= sims <= self.max_sims:
+            raise ValueError(f"sims must be in 1..max_sims ({self.max_sims}), got {sims}")
+        self.sims = int(sims)
         self.max_games = int(max_games)
         self._games: OrderedDict[str, Game] = OrderedDict()
         self._lock = threading.Lock()
@@ -478,7 +482,8 @@ _NO_SUCH_HOST = (errno.EADDRNOTAVAIL, socket.EAI_NONAME, getattr(socket, "EAI_NO
 
 def make_server(agent, host: str = "127.0.0.1", port: int = 8000, sims: int | None = None,
                 max_sims: int = 4096, max_games: int = 256, quiet: bool = True) -> Server:
-    """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread)."""
+    """An HTTP server for `agent` (not started: call serve_forever, or serve_in_thread).
+    `sims` is a game's default (None: the agent's, capped at `max_sims`)."""
     games = Games(agent, sims=sims, max_sims=max_sims, max_games=max_games)
     try:
         return Server(games, host, port, quiet=quiet)
@@ -511,8 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="port, 0..65535 (default 8000; 0 = any free one)")
     p.add_argument("--sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=None,
                    metavar="N",
-                   help="default simulations per AI move (default: max(the run's "
-                        "search.num_simulations, 64)); the page offers others")
+                   help="default simulations per AI move, up to --max-sims (default: "
+                        "max(the run's search.num_simulations, 64), capped at --max-sims); "
+                        "the page offers others")
     p.add_argument("--max-sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=4096,
                    metavar="N",
                    help="the most simulations a request may ask for (default 4096)")
@@ -539,7 +545,7 @@ def main(argv=None) -> int:
         print(f"error: --sims must be in 1..--max-sims ({args.max_sims})", file=sys.stderr)
         return 2
     loaded = cli.load_agent(args, args.sims, lambda agent: make_server(
-        agent, args.host, args.port, sims=agent.num_simulations, max_sims=args.max_sims,
+        agent, args.host, args.port, sims=args.sims, max_sims=args.max_sims,
         max_games=args.max_games, quiet=not args.verbose))
     if loaded is None:
         return 2
@@ -547,7 +553,7 @@ def main(argv=None) -> int:
     print(f"model: {agent.description}", flush=True)
     if not args.no_warmup:
         print("compiling the search...", end=" ", flush=True)
-        print(f"{agent.warmup():.1f}s", flush=True)
+        print(f"{agent.warmup(server.games.sims):.1f}s", flush=True)
     print(f"serving {agent.env!r} on {server.url}  (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

@@ -357,7 +357,7 @@ function render() {
   const L = layout();
   svg.setAttribute("viewBox", `0 0 ${L.width} ${L.height}`);
   svg.replaceChildren();
-  if (!az.state) return;
+  if (!az.state) return renderPanel(); // no game yet (the first one failed): the status only
   const defs = el("defs", {}, svg);
   const marker = el("marker", { id: "heat-arrow", viewBox: "0 0 10 10", refX: 5, refY: 5,
     markerWidth: 2.2, markerHeight: 2.2, orient: "auto-start-reverse" }, defs);
@@ -380,14 +380,18 @@ function renderPanel() {
   const sides = az.info.sides;
   const status = $("status");
   status.className = "status";
-  let text = s.message;
+  let text = s ? s.message : "";
   if (az.busy) { text = "The AI is thinking…"; status.classList.add("thinking"); }
   else if (az.error) { text = az.error; status.classList.add("error"); }
-  else if (s.your_turn && az.info.geometry.kind === "baghchal" && s.legal.length &&
+  else if (s && s.your_turn && az.info.geometry.kind === "baghchal" && s.legal.length &&
            az.info.geometry.action_from[s.legal[0]] >= 0) {
     text += az.selected === null ? " Click a piece, then where it goes." : " Now click where it goes.";
   }
   status.textContent = text;
+  $("undo").disabled = az.busy || !s || !s.can_undo;
+  $("hint").disabled = az.busy || !s || !s.your_turn;
+  $("new").disabled = az.busy;
+  if (!s) return;
   const result = $("result");
   result.className = `result ${s.over ? s.result : "hidden"}`;
   result.textContent = s.over ? s.message : "";
@@ -435,9 +439,6 @@ function renderPanel() {
   const ex = s.extra || {};
   $("extra").textContent = "goats_in_hand" in ex
     ? `goats in hand: ${ex.goats_in_hand} · captured: ${ex.captured}/5` : "";
-  $("undo").disabled = az.busy || !s.can_undo;
-  $("hint").disabled = az.busy || !s.your_turn;
-  $("new").disabled = az.busy;
 }
 
 // ------------------------------------------------------------------ actions
@@ -520,10 +521,11 @@ async function init() {
   }
   side.addEventListener("change", newGame);
   $("new").addEventListener("click", newGame);
+  // Without a game (the first /api/new failed) there is nothing to undo or hint.
   $("undo").addEventListener("click",
-    () => request("/api/undo", { game_id: az.state.game_id }));
+    () => az.state && request("/api/undo", { game_id: az.state.game_id }));
   $("hint").addEventListener("click",
-    () => request("/api/hint", { game_id: az.state.game_id, sims: sims() }));
+    () => az.state && request("/api/hint", { game_id: az.state.game_id, sims: sims() }));
   $("show-heat").addEventListener("change", render);
   await newGame();
 }
