@@ -12,6 +12,11 @@ Everything else is an implementation detail of its module.
 import importlib
 
 __version__ = "0.1.0"
+# The most simulations one search may run, in a config, an opponent's name and on every
+# command line: a search tree holds one node per simulation (int32 indices; at 100,000 a
+# 15x15 tree is already ~0.5 GB). Here, not in search.py: the JAX-free modules (the config's
+# checks, the command lines) read it too.
+MAX_SIMULATIONS = 100_000
 
 _PUBLIC = {
     "ResNet": "az_jax.network",

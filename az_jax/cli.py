@@ -5,7 +5,7 @@ import math
 import sys
 from pathlib import Path
 
-from az_jax.config import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound (no JAX)
+from az_jax import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound
 
 MODELS = Path(__file__).parent / "models"
 

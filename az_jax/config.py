@@ -34,14 +34,12 @@ import ml_collections
 from absl import flags
 from ml_collections import config_dict, config_flags
 
+from az_jax import MAX_SIMULATIONS
+
 ROOT = Path(__file__).resolve().parents[1]  # the repository: configs/ lives there
 CONFIGS = ROOT / "configs"
 DEFAULT_CONFIG = str(CONFIGS / "connect4.py")
 INT32_MAX = 2**31 - 1  # counters, sizes and steps are int32 on the device
-# The most simulations a search may run, in a config and on every command line: a search
-# tree holds one node per simulation (int32 indices; at 100,000 a 15x15 tree is already
-# ~0.5 GB).
-MAX_SIMULATIONS = 100_000
 _OVERRIDE = re.compile(r"^--?(?:no)?config\.([^=]*)")  # --config.a.b=v -> "a.b"
 
 
