@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,7 +57,8 @@ Each match plays --games games, half with each colour; the score is (W + D/2) / 
 a 95% Wilson interval. Elo: Bradley-Terry fit over all matches in elo.json, random = 0.
 Exit status 2 with a one-line error for bad input (unknown opponent, missing workdir,
 checkpoint of another game, malformed solver file, a tactics suite of another board
-size or with a bad line)."""
+size or with a bad line, a damaged elo.json: before any game). Ctrl-C (status 130) and
+SIGTERM (143) end the Gomocup brains too (END, then killed after 1 s)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +154,19 @@ def format_results(results, header: str = "") -> str:
 
 
 def run(args) -> None:
-    """The evaluation; raises ValueError / FileNotFoundError / ImportError on bad input."""
+    """The evaluation; raises ValueError / FileNotFoundError / ImportError on bad input.
+    Every engine it starts (a Gomocup brain) is closed however it ends: END, then killed."""
+    engines: list = []
+    try:
+        _run(args, engines)
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def _run(args, engines: list) -> None:
+    """The evaluation of `run`; appends each engine it starts to `engines` (for `run` to
+    close)."""
     from az_jax.checkpoint import quiet_logs
 
     quiet_logs()
@@ -171,7 +186,7 @@ def run(args) -> None:
         raise ValueError(f"{workdir} is not writable, and the Elo ladder (elo.json) and its "
                          "plots are written there: add --no-elo --no-plots to evaluate "
                          "without writing")
-    from az_jax.eval import external, gauntlet, match, players
+    from az_jax.eval import elo, external, gauntlet, match, players
 
     opponents = external.parse_opponents(args.against) if args.against is not None else None
     suite = None
@@ -209,6 +224,11 @@ def run(args) -> None:
                              "--search-tactics, --node-tactics, --threat-depth and "
                              "--value-scale")
         args.no_elo = True
+    if not args.no_elo:  # a damaged ladder is an error now, not after every match
+        try:
+            elo.load(workdir)
+        except ValueError as e:
+            raise ValueError(f"{e} (or evaluate with --no-elo)") from None
     from az_jax.eval import solver_bench
 
     sets = solver_bench.load_sets(args.solver_set) if args.solver_set else {}
@@ -220,7 +240,6 @@ def run(args) -> None:
     from az_jax import checkpoint as ckpt
     from az_jax import plots
     from az_jax import search as search_lib
-    from az_jax.eval import elo
 
     if args.search_tactics is not None and args.search_tactics not in search_lib.TACTICS:
         raise ValueError(f"--search-tactics={args.search_tactics!r}; accepted: "
@@ -257,13 +276,20 @@ def run(args) -> None:
             raise ValueError(f"--brain: the Gomocup brain plays gomoku only, not {env.id}")
         brain = BrainStats()
         me = start_brain(env, restored.path, brain_ms, brain, f"{label}-brain[{args.brain}]")
+        engines.append(me)
     # External engines play the same number of games, in a host-side loop.
     games_vs = gauntlet.Gauntlet(env, games, batch_size=args.batch_size,
                                  opening_plies=int(opening))
     runner = games_vs.runner
-    # Resolves checkpoints and engines now: errors before any game.
+    # Starts the engines here rather than in `resolve`, so that `run` closes each one
+    # (also when the next fails to start); resolves checkpoints: errors before any game.
+    started = {}
+    for opp in opponents:
+        if isinstance(opp, external.ExternalOpponent) and opp.name not in started:
+            started[opp.name] = external.make_engine(opp, env)
+            engines.append(started[opp.name])
     others = games_vs.resolve(factory, opponents, variables=restored.variables, label=label,
-                              sims=sims)
+                              sims=sims, engines=started)
     print(f"{workdir}: {env!r} {env.version}, checkpoint {restored.iteration}; "
           f"network under test: {me.name}", flush=True)
     if runner.num_games != games:
@@ -282,8 +308,8 @@ def run(args) -> None:
                                 status=None if bar is None else bar.set_postfix_str)
     if bar is not None:
         bar.close()
-    if brain is not None:
-        me.close()
+    for engine in engines:  # done: no brain idles through the benchmarks and plots
+        engine.close()
     if results:
         header = (f"\n{me.name}: {runner.num_games} games per opponent, colours alternated, "
                   f"{runner.opening_plies} random opening plies ({time.perf_counter() - t0:.0f}s)")
@@ -381,34 +407,51 @@ def start_brain(env, checkpoint: str, turn_ms: int, stats: BrainStats, name: str
     deadline = time.monotonic() + warm_s
     print(f"warming up the brain ({turn_ms} ms a move"
           + (", until its deep search is compiled" if deep else "") + ")", flush=True)
-    while True:
-        try:
-            engine.brain.move([center])
-        except external.EngineForfeit as e:
-            engine.close()
-            raise ValueError(f"--brain: the brain failed while warming up: {e}") from None
-        ready = stats.sims and (not deep or stats.deep[-1] > 0)
-        if ready:
-            break
-        if time.monotonic() > deadline:
-            engine.close()
-            raise ValueError(f"--brain: the brain was not ready after {warm_s:g} s of "
-                             f"warming up (last: {stats.last[:200]!r})")
-        time.sleep(0.2)
+    try:
+        while True:
+            try:
+                engine.brain.move([center])
+            except external.EngineForfeit as e:
+                raise ValueError(f"--brain: the brain failed while warming up: {e}") from None
+            ready = stats.sims and (not deep or stats.deep[-1] > 0)
+            if ready:
+                break
+            if time.monotonic() > deadline:
+                raise ValueError(f"--brain: the brain was not ready after {warm_s:g} s of "
+                                 f"warming up (last: {stats.last[:200]!r})")
+            time.sleep(0.2)
+    except BaseException:  # also Ctrl-C / SIGTERM: the caller never gets the engine
+        engine.close()
+        raise
     stats.reset()
     return engine
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: the evaluation stops as on Ctrl-C (running
+    matches stop, `run` closes its brains) instead of dying with its brains left running."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    on_main = threading.current_thread() is threading.main_thread()  # (handlers go there)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
     try:
         run(args)
     except (ValueError, FileNotFoundError, ImportError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, _Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 

@@ -13,9 +13,19 @@ It plays the first empty point (x fastest, from 0,0) and, from its AFTER-th move
   illegal  plays an occupied point (its own or the opponent's last stone)
   offboard plays -1,0
   error    answers 'ERROR something went wrong'
-  refuse   answers START with 'ERROR unsupported size N'
+  flood    writes MESSAGE lines without end (a stuck brain that keeps reporting)
+  chatter  writes a line that is not an answer ('thinking...'), then 0.3 s later its move
+and, whatever AFTER:
+  refuse       answers START with 'ERROR unsupported size N'
+  slowstart    sleeps before answering START (a brain loading a big model), until killed
+  unknowninfo  answers each INFO with 'UNKNOWN INFO key', the first one 0.3 s late (so
+               that the answers come after the next command was sent)
+
+With FAULTY_BRAIN_LOG=FILE in its environment it appends 'PID MODE COMMAND' to FILE for
+each command it reads (a test learns its pid, and whether it got END).
 """
 
+import os
 import sys
 import time
 
@@ -24,6 +34,7 @@ def main() -> int:
     mode = sys.argv[1]
     after = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     size, stones, requests, board = 0, [], 0, None
+    log = os.environ.get("FAULTY_BRAIN_LOG")
 
     def say(line):
         sys.stdout.write(line + "\n")
@@ -49,6 +60,12 @@ def main() -> int:
                 return say("-1,0")
             if mode == "error":
                 return say("ERROR something went wrong")
+            if mode == "flood":
+                while True:
+                    say("MESSAGE still searching")
+            if mode == "chatter":
+                say("thinking...")
+                time.sleep(0.3)
         for y in range(size):
             for x in range(size):
                 if (x, y) not in stones:
@@ -59,6 +76,9 @@ def main() -> int:
         text = line.strip()
         cmd, _, arg = text.partition(" ")
         cmd = cmd.upper()
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()} {mode} {cmd}\n")
         if board is not None:
             if cmd == "DONE":
                 stones, board = board, None
@@ -68,6 +88,8 @@ def main() -> int:
                 board.append((x, y))
         elif cmd == "START":
             size, stones = int(arg), []
+            if mode == "slowstart":
+                time.sleep(3600)
             say(f"ERROR unsupported size {size}" if mode == "refuse" else "OK")
         elif cmd == "RESTART":
             stones = []
@@ -75,6 +97,9 @@ def main() -> int:
         elif cmd == "INFO":
             if mode == "ok":
                 say(f"MESSAGE got INFO {arg}")
+            if mode == "unknowninfo":
+                time.sleep(0.3 if arg.startswith("timeout_turn") else 0)
+                say(f"UNKNOWN INFO {arg.split()[0]}")
         elif cmd == "BEGIN":
             answer()
         elif cmd == "TURN":

@@ -2,6 +2,8 @@
 
 import json
 import math
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -131,3 +133,23 @@ def test_an_evaluation_repeated_with_its_seed_replaces_its_record(tmp_path):
     matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
     assert [(m["b"], m["source"], m.get("seed")) for m in matches] == [
         ("random", "train", None), ("onestep", "evaluate", 0), ("onestep", "evaluate", 1)]
+
+
+def test_elo_json_keeps_its_mode_and_no_temporary_file_is_left(tmp_path):
+    """A new elo.json gets the umask's mode (not mkstemp's owner-only 0600), a rewrite
+    keeps the mode the file had, and a write that fails leaves no temporary file."""
+    p = tmp_path / elo.FILENAME
+    old = os.umask(0o022)
+    try:
+        elo.record(tmp_path, [("iter-1/mcts:8", "random", 3, 0, 1)], iteration=1)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644
+    p.chmod(0o664)  # e.g. a group that shares the run
+    elo.record(tmp_path, [("iter-2/mcts:8", "random", 3, 0, 1)], iteration=2)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o664
+    before = p.read_text()
+    with pytest.raises(TypeError):
+        elo._write(tmp_path, {"matches": object()})  # not JSON
+    assert p.read_text() == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == [elo.FILENAME, elo.FILENAME + ".lock"]

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,10 @@ def runs(tmp_path_factory):
     empty.mkdir()
     bad = base / "bad.txt"
     bad.write_text("44 1 -2,-1,0,1,0,-1,-2\n4444444 0\n")
-    return {"ttt": ttt, "c4": c4, "empty": empty, "bad": bad}
+    bad_elo = base / "bad_elo"  # the ttt run with a damaged ladder
+    shutil.copytree(ttt, bad_elo)
+    (bad_elo / "elo.json").write_text('{"format": "az_jax-elo-1", "matches": [')
+    return {"ttt": ttt, "c4": c4, "empty": empty, "bad": bad, "bad_elo": bad_elo}
 
 
 ERRORS = {
@@ -64,6 +68,9 @@ ERRORS = {
     "empty workdir": (["--workdir", ""], "--workdir is empty"),
     # /proc/self: a folder no one may write in, even root; checked before any game is played
     "unwritable workdir": (["--workdir", "/proc/self"], "add --no-elo --no-plots"),
+    "damaged elo.json": (["--workdir", "{bad_elo}", "--against", "random", "--games", "2",
+                          "--sims", "2", "--no-plots"],
+                         "elo.json is not readable JSON"),
 }
 
 
@@ -87,6 +94,12 @@ def test_clean_errors(error_runs, case):
     assert "Traceback" not in err and "Traceback" not in out, err
     assert err.startswith("error: ") or "\nerror: " in err, err
     assert ERRORS[case][1] in err, err
+
+
+def test_a_damaged_ladder_stops_the_run_before_any_game(error_runs):
+    code, out, err = error_runs["damaged elo.json"]
+    assert "network under test" not in out, out  # nothing restored, no match played
+    assert code == 2 and "(or evaluate with --no-elo)" in err, err
 
 
 def test_help():

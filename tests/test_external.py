@@ -110,7 +110,14 @@ def test_parse_and_errors(monkeypatch):
     opps = external.parse_opponents("random, baghchal-minimax:02,mcts:4")
     assert [o.name for o in opps] == ["random", "baghchal-minimax:2", "mcts:4"]
     assert isinstance(opps[1], external.ExternalOpponent) and opps[1].arg == 2
+    assert external.parse_opponent("baghchal-minimax:6").arg == external.BAGHCHAL_MAX_DEPTH
+    assert external.parse_opponents("mcts-rollout:100000")[0].simulations == 100_000
     for bad, msg in [("baghchal-minimax:0", "must be >= 1"),
+                     ("baghchal-minimax:500", "'baghchal-minimax:500': the depth .* must be at "
+                                              "most 6"),
+                     ("mcts:100001", "'mcts:100001': the number of simulations must be at "
+                                     "most 100000"),
+                     ("random,mcts-rollout:1000000", "must be at most 100000"),
                      ("baghchal-minimax:x", "expected baghchal-minimax:D"),
                      ("alphabeta", "accepted forms: random.*external engines: baghchal-minimax")]:
         with pytest.raises(ValueError, match=msg):

@@ -6,9 +6,13 @@ no process behind."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +25,7 @@ import envs
 from az_jax.eval import external, match, players
 
 FAULTY = str(Path(__file__).with_name("faulty_brain.py"))
+ROOT = Path(__file__).resolve().parents[1]
 N = 9
 env = envs.make("gomoku", size=N)
 standard = envs.make("gomoku", size=N, rule="standard")
@@ -33,6 +38,44 @@ runner = external.ExternalMatchRunner(env, 2, opening_plies=0)  # one compile pe
 def _brain(mode: str, options: str = "200ms;grace=300ms;start=20s", after: int = 2):
     cmd = shlex.join([sys.executable, FAULTY, mode, str(after)])
     return external.make_engine(external.parse_opponent(f"gomocup[{options}]:{cmd}"), env)
+
+
+def _within(seconds: float, fn):
+    """fn()'s result, or the exception it raised; fails if it runs longer than `seconds`
+    (it is left running in a daemon thread)."""
+    out = []
+
+    def run():
+        try:
+            out.append(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return out[0]
+
+
+def _gone(pid: int, wait: float = 5.0) -> bool:
+    """Whether process `pid` has ended (a zombie counts) within `wait` seconds (Linux)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _pids(log: Path, mode: str) -> list[int]:
+    """The pids of the faulty brains in `mode` that wrote to the FAULTY_BRAIN_LOG `log`."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return sorted({int(line.split()[0]) for line in lines if line.split()[1] == mode})
 
 
 def _reaped(engine) -> None:
@@ -185,7 +228,73 @@ def test_a_faulty_brain_forfeits_and_is_reported(mode, kind):
     assert res.notes.startswith(f"forfeits: 2 {kind}")
     assert warnings[-1].startswith(f"warning: {engine.name}: forfeits: 2 {kind}")
     assert sum(f": {kind}: " in w for w in warnings) == 2  # one line per forfeited game
-    assert len(engine.brain.spawned) == (2 if kind in ("crash", "timeout") else 1)
+    # restarted after each forfeit but an illegal move (a move line: the brain is in step)
+    assert len(engine.brain.spawned) == (1 if kind == "illegal" else 2)
+    _reaped(engine)
+
+
+def test_a_brain_that_floods_message_lines_times_out():
+    """MESSAGE lines written faster than they are logged (the log takes 1 ms a line, as a
+    terminal may): the lines never run out, and the deadline still holds."""
+    engine = _brain("flood", after=1)
+    engine.brain.log = lambda line: time.sleep(0.001)
+    t0 = time.monotonic()
+    err = _within(20, lambda: engine.brain.move([]))
+    assert isinstance(err, external.EngineForfeit) and err.kind == "timeout", err
+    assert time.monotonic() - t0 < 5  # the deadline is 0.5 s
+    _reaped(engine)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="POSIX groups, Linux /proc")
+def test_a_brain_behind_a_wrapper_is_killed_with_it(tmp_path, monkeypatch):
+    """A brain run through `sh -c` (the shell stays, the brain is its child): a timeout
+    kills both, and closing does not wait on the pipe the brain held."""
+    log = tmp_path / "brains.log"
+    monkeypatch.setenv("FAULTY_BRAIN_LOG", str(log))
+    inner = shlex.join([sys.executable, FAULTY, "hang", "1"])
+    cmd = shlex.join(["sh", "-c", f"{inner}; echo wrapper-done >&2"])
+    engine = external.make_engine(
+        external.parse_opponent(f"gomocup[200ms;grace=300ms;start=20s]:{cmd}"), env)
+    (pid,) = _pids(log, "hang")
+    try:
+        err = _within(20, lambda: engine.brain.move([]))
+        assert isinstance(err, external.EngineForfeit) and err.kind == "timeout", err
+        assert _gone(pid), "the brain outlived its wrapper"
+        _within(20, lambda: _reaped(engine))
+    finally:
+        if not _gone(pid, 0):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_late_answer_is_never_taken_for_another_position():
+    """A brain that writes a line that is no answer, then (late) its move: the game is
+    forfeited as garbage and the brain restarted, so that the next position gets its own
+    answer, not the move computed for the position before."""
+    engine = _brain("chatter", "200ms;grace=1s;start=20s")
+    brain = engine.brain
+    brain.log = lambda line: None
+    assert brain.move([]) == 0  # request 1: answered at once
+    with pytest.raises(external.EngineForfeit, match="garbage: answered 'thinking...'"):
+        brain.move([1, 2, 3])  # request 2: 'thinking...', then 0,0 for this position
+    assert brain.move([0, 1, 2]) == 3  # its first empty point, not 0,0 (occupied here)
+    assert len(brain.spawned) == 2
+    _reaped(engine)
+
+
+def test_unknown_answers_to_info_are_logged_not_forfeits():
+    """UNKNOWN to each INFO key, read after the first request was sent: logged, and the
+    move is the answer. An ERROR not followed by a move is still one (at the deadline)."""
+    engine = _brain("unknowninfo", "200ms;grace=1s;start=20s")
+    logged = []
+    engine.brain.log = logged.append
+    assert engine.brain.move([]) == 0
+    assert engine.brain.move([0, 40]) == 1
+    assert sum("'UNKNOWN INFO " in m for m in logged) == 5, logged
+    _reaped(engine)
+    engine = _brain("error", after=1)  # ERROR to its first request after INFO
+    engine.brain.log = logged.append
+    with pytest.raises(external.EngineForfeit, match="error: answered 'ERROR something"):
+        engine.brain.move([])
     _reaped(engine)
 
 
@@ -276,6 +385,52 @@ def test_evaluate_cli_reports_forfeits(capsys):
     bad = rows["gomocup[200ms;grace=300ms]:" + sys.executable]
     assert "2-0-0" in bad and bad.endswith("(forfeits: 2 garbage)")
     assert "warning: gomocup[200ms;grace=300ms]:" in err and "forfeits: 2 garbage" in err
+
+
+def test_evaluate_ends_every_brain_it_started(tmp_path, monkeypatch, capsys):
+    """`evaluate` closes (END) each brain it started, here when the next one refuses the
+    board: the first gets END, before `main` returns."""
+    from az_jax import evaluate
+
+    log = tmp_path / "brains.log"
+    monkeypatch.setenv("FAULTY_BRAIN_LOG", str(log))
+    ok, refuse = (shlex.join([sys.executable, FAULTY, mode]) for mode in ("ok", "refuse"))
+    code = evaluate.main(["--model", "gomoku_9x9", "--games", "2", "--quiet", "--against",
+                          f"gomocup[200ms;start=20s]:{ok},gomocup[200ms;start=20s]:{refuse}"])
+    assert code == 2 and "cannot play 9x9 gomoku" in capsys.readouterr().err
+    (pid,) = _pids(log, "ok")
+    assert f"{pid} ok END" in log.read_text().splitlines()
+    assert _gone(pid)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="POSIX signals, Linux /proc")
+def test_sigterm_ends_evaluate_and_its_brains(tmp_path):
+    """SIGTERM to `python -m az_jax.evaluate` while a brain is busy (loading, here): the
+    evaluation ends (143) and takes the brain with it, rather than leaving it running."""
+    log = tmp_path / "brains.log"
+    brain = shlex.join([sys.executable, FAULTY, "slowstart"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "az_jax.evaluate", "--model", "gomoku_9x9", "--games", "2",
+         "--quiet", "--against", f"gomocup[200ms;start=600s]:{brain}"],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), FAULTY_BRAIN_LOG=str(log)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        deadline = time.monotonic() + 240  # importing JAX, restoring the model
+        while not pids and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            pids = _pids(log, "slowstart")
+        assert pids, proc.communicate(timeout=10)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143 and "terminated" in err, (proc.returncode, out, err)
+        assert _gone(pids[0]), "the brain outlived the evaluation"
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in pids:
+            if not _gone(pid, 0):  # (the old driver's orphan)
+                os.kill(pid, signal.SIGKILL)
 
 
 # =========================================================================== engine under test

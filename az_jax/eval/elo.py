@@ -13,8 +13,8 @@ as half a win for each side. The ratings maximise the likelihood of all results 
 The fit is Newton's method on this concave objective; the standard errors come from the
 inverse Hessian (a Laplace approximation).
 
-File format (JSON, written atomically, updated under a file lock so that training and
-`python -m az_jax.evaluate` can share a workdir):
+File format (JSON, written atomically and keeping the file's mode, updated under a file lock
+so that training and `python -m az_jax.evaluate` can share a workdir):
 
     {"format": "az_jax-elo-1",
      "anchor": "random",
@@ -36,7 +36,8 @@ import json
 import math
 import os
 import re
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -216,11 +217,21 @@ def _locked(workdir):
 
 
 def _write(workdir, data: dict) -> None:
+    """Writes elo.json atomically (a temporary file, then a rename), with the mode of the
+    file it replaces (a new one gets the umask's, as any file the run writes)."""
     p = path(workdir)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".elo.", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, p)
+    tmp = p.parent / f".elo.{os.getpid()}.{secrets.token_hex(4)}.json"
+    # Not mkstemp: its file is owner-only (0600), and the rename would make elo.json so.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        if p.exists():
+            os.chmod(tmp, stat.S_IMODE(p.stat().st_mode))
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def ratings_json(ratings: dict[str, Rating]) -> dict:

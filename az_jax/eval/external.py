@@ -40,7 +40,8 @@ ranks checkpoints).
 
 Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG` or
 `PREFIX[OPTIONS]:ARG`):
-  baghchal-minimax:D   the PyPI `baghchal` package's alpha-beta minimax `Engine(depth=D)`
+  baghchal-minimax:D   the PyPI `baghchal` package's alpha-beta minimax `Engine(depth=D)`,
+                       D from 1 to 6 (`BAGHCHAL_MAX_DEPTH`: deeper, a match takes a day)
                        (static evaluation 150 x trapped tigers - 120 x captured goats);
                        Bagh-Chal only; needs `pip install baghchal` (a test extra).
   gomokubench:LEVEL    the PyPI `gomokubench` package's alpha-beta (numpy patterns),
@@ -75,6 +76,7 @@ move loses (the package then returns no move), the engine plays the first legal 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import queue
@@ -82,6 +84,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -162,6 +165,13 @@ class _Spec:
 
 
 # =========================================================================== baghchal
+# The deepest `baghchal-minimax:D`. The package's alpha-beta copies the board at every node
+# (plain Python), and each ply costs ~3-5x: an opening move took 0.16 s at depth 4, 1.2 s
+# at 5, 3-6 s at 6 and 22-24 s at 7 on a 2-core CPU. A 20-game match asks it some 500-1000
+# moves: an hour or two at 6, most of a day at 7, and ever longer deeper.
+BAGHCHAL_MAX_DEPTH = 6
+
+
 def _import_baghchal(what: str):
     """The PyPI package's `env` and `engine` modules. Importing `baghchal.env` changes the
     working directory (to load its images); it is restored here."""
@@ -485,19 +495,32 @@ class EngineForfeit(Exception):
 
 
 _XY = re.compile(r"^\s*(-?[0-9]{1,9})\s*,\s*(-?[0-9]{1,9})\s*$")
+_OK = re.compile(r"^\s*OK\s*$", re.I)
 
 
-def _reap(procs) -> None:
-    """Kills the processes still running and waits for all (no zombies); closes pipes."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                stream.close()
-            except (OSError, ValueError):
-                pass
+# POSIX: a brain leads its own session, so that a timeout or the close kills its whole
+# process group (a wrapper's child, or the brain's own workers, also hold its pipes).
+_GROUPS = os.name == "posix"
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Kills a brain process and its process group, waits for it (no zombie) and closes its
+    stdin. Its stdout and stderr are closed by their reader threads at EOF: closing a pipe
+    that another thread is blocked reading waits for that read to end."""
+    if _GROUPS:
+        with contextlib.suppress(OSError):  # no such group: all of it has exited
+            os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:  # (without groups; a no-op once the group's kill has landed)
+        proc.kill()
+    proc.wait()
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+
+
+def _reap(running: list) -> None:
+    """`_end`s every process of the list, emptying it (the brain's finalizer)."""
+    while running:
+        _end(running.pop())
 
 
 class GomocupBrain:
@@ -508,9 +531,12 @@ class GomocupBrain:
     then DONE; a move that continues the brain's own game with TURN x,y; a move on an empty
     board with BEGIN (after RESTART if needed). x,y = column,row from 0 at the top left,
     i.e. action = y * size + x, as `az_jax.gomocup`. Lines MESSAGE (logged), DEBUG
-    (dropped) are skipped; UNKNOWN or ERROR as the answer to a move is a fault. A process
-    that dies or misses its deadline is killed (and reaped) and started again on the next
-    request; START is answered within `start_s`, a move within `BrainSpec.answer_s`.
+    (dropped) are skipped; UNKNOWN or ERROR as the answer to a move is a fault (but see
+    `_ask` for one that may answer INFO instead). A process that dies, misses its deadline
+    or answers anything but a move (garbage, UNKNOWN, ERROR: it may still be busy with that
+    position, and its next line could be taken for another's answer) is killed with its
+    process group (and reaped) and started again on the next request; START is answered
+    within `start_s`, a move within `BrainSpec.answer_s`.
     """
 
     def __init__(self, spec: BrainSpec, size: int, rule: int, name: str, log=None):
@@ -522,7 +548,9 @@ class GomocupBrain:
         self.late = 0  # answers after timeout_turn but within the grace
         self._lines: queue.Queue | None = None
         self._stderr: collections.deque = collections.deque(maxlen=20)
-        self._finalizer = weakref.finalize(self, _reap, self.spawned)
+        self._info_sent = False  # INFO sent, and no answer read since (see `_ask`)
+        self._running: list[subprocess.Popen] = []  # started and not yet ended
+        self._finalizer = weakref.finalize(self, _reap, self._running)
 
     # ------------------------------------------------------------------ process
     def start(self) -> None:
@@ -535,12 +563,14 @@ class GomocupBrain:
         try:
             proc = subprocess.Popen(self.spec.command, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, bufsize=1, errors="replace")
+                                    text=True, bufsize=1, errors="replace",
+                                    start_new_session=_GROUPS)
         except OSError as e:
             raise EngineForfeit("crash", f"cannot run {shlex.join(self.spec.command)}: "
                                          f"{e}") from None
         self.proc, self._lines = proc, queue.Queue()
         self.spawned.append(proc)
+        self._running.append(proc)
         self._stderr.clear()
         threading.Thread(target=self._pump, args=(proc.stdout, self._lines), daemon=True).start()
         threading.Thread(target=self._pump, args=(proc.stderr, None), daemon=True).start()
@@ -549,15 +579,17 @@ class GomocupBrain:
             if answer.strip().upper() != "OK":
                 raise EngineForfeit("error", f"answered {answer.strip()[:80]!r} to START "
                                              f"{self.size}")
-        except EngineForfeit:
+        except BaseException:  # a fault, or Ctrl-C while the brain loads
             self.close()
             raise
         self._send([f"INFO timeout_turn {self.spec.turn_ms}", "INFO timeout_match 0",
                     "INFO max_memory 0", "INFO game_type 1", f"INFO rule {self.rule}"])
+        self._info_sent = True
         self.board = []
 
     def _pump(self, stream, lines) -> None:
-        """Reader thread: stdout lines into the queue (None at EOF), stderr into a tail."""
+        """Reader thread: stdout lines into the queue (None at EOF), stderr into a tail.
+        Closes the stream at EOF (the process group has ended)."""
         try:
             for line in stream:
                 if lines is None:
@@ -566,6 +598,9 @@ class GomocupBrain:
                     lines.put(line)
         except (OSError, ValueError):
             pass
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
         if lines is not None:
             lines.put(None)
 
@@ -586,15 +621,32 @@ class GomocupBrain:
                             + (f"; stderr: {tail[:300]}" if tail else ""))
 
     def _ask(self, lines: list[str], seconds: float, what: str) -> str:
-        """Sends `lines` and returns the first answer line that is not MESSAGE/DEBUG."""
+        """Sends `lines` and returns the answer: the first line that is not MESSAGE/DEBUG.
+
+        INFO is sent without waiting (the protocol: a brain does not answer it), yet some
+        brains answer UNKNOWN or ERROR to a key they do not know, and that line may come
+        after this request is sent. So until the first answer after INFO, an UNKNOWN or
+        ERROR is logged and the wait goes on: it is this request's answer only if nothing
+        else comes before the deadline (a brain that refuses an INFO value may answer the
+        next command so, as `az_jax.gomocup` does).
+
+        Raises:
+          EngineForfeit: timeout (the brain is killed), crash, or error (UNKNOWN / ERROR).
+        """
         self._drain()
         self._send(lines)
         deadline = time.monotonic() + seconds
+        doubt = None  # an UNKNOWN / ERROR that may answer an INFO line
         while True:
+            left = deadline - time.monotonic()
             try:
-                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+                if left <= 0:  # checked at every line: a brain may flood MESSAGE lines
+                    raise queue.Empty
+                line = self._lines.get(timeout=left)
             except queue.Empty:
                 self.close(graceful=False)
+                if doubt is not None:
+                    raise EngineForfeit("error", f"answered {doubt!r} to {what}") from None
                 raise EngineForfeit("timeout", f"no answer to {what} within {seconds:g} s"
                                     ) from None
             if line is None:  # EOF on stdout: the process ended (or closed its output)
@@ -605,10 +657,14 @@ class GomocupBrain:
                 self._died(f"exited during {what}")
             if self._skip(line):
                 continue
-            word = line.split(maxsplit=1)[0].upper() if line.strip() else ""
-            if word in ("UNKNOWN", "ERROR"):
-                self.board = None
-                raise EngineForfeit("error", f"answered {line.strip()[:120]!r} to {what}")
+            text = line.strip()
+            if text.split(maxsplit=1)[0].upper() in ("UNKNOWN", "ERROR"):
+                if self._info_sent:
+                    self.log(f"{self.name}: {text[:200]!r}, an answer to INFO or to {what}")
+                    doubt = text[:120]
+                    continue
+                raise EngineForfeit("error", f"answered {text[:120]!r} to {what}")
+            self._info_sent = False
             return line
 
     def _skip(self, line: str) -> bool:
@@ -633,9 +689,9 @@ class GomocupBrain:
                 self.log(f"{self.name}: unasked line {line.strip()[:200]!r}")
 
     def close(self, graceful: bool = True) -> None:
-        """Ends the process: END, then kill after 1 s (at once if not `graceful`); always
-        reaped."""
-        proc, self.proc, self.board = self.proc, None, None
+        """Ends the process: END, then kill (with its process group) after 1 s, at once if
+        not `graceful`; always reaped."""
+        proc, self.proc, self.board, self._info_sent = self.proc, None, None, False
         if proc is None:
             return
         if graceful and proc.poll() is None:
@@ -644,15 +700,35 @@ class GomocupBrain:
                 proc.stdin.flush()
             except (OSError, ValueError):
                 pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        _reap([proc])
+        _end(proc)  # also what it started and left behind
+        self._running.remove(proc)
 
     # ------------------------------------------------------------------ moves
     def _xy(self, action: int) -> str:
         return f"{action % self.size},{action // self.size}"
+
+    def _request(self, lines: list[str], what: str, expect: re.Pattern) -> re.Match:
+        """`_ask` for `move`: the answer, matched by `expect`. After any other answer
+        (garbage, UNKNOWN, ERROR) the brain is killed: it may still be busy with this
+        position, and its late answer must not be read as the next request's (another
+        game's position).
+
+        Raises:
+          EngineForfeit: as `_ask`, or garbage.
+        """
+        try:
+            answer = self._ask(lines, self.spec.answer_s, what)
+        except EngineForfeit as e:
+            if e.kind == "error":
+                self.close(graceful=False)
+            raise
+        m = expect.match(answer)
+        if not m:
+            self.close(graceful=False)
+            raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to {what}")
+        return m
 
     def move(self, moves: list[int]) -> int:
         """The brain's move in the position after `moves` (env actions, black first).
@@ -664,11 +740,7 @@ class GomocupBrain:
             self.start()
         if not moves:
             if self.board != []:  # a game on the board, or an unknown one after a fault
-                answer = self._ask(["RESTART"], self.spec.answer_s, "RESTART")
-                if answer.strip().upper() != "OK":
-                    self.board = None
-                    raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to "
-                                                   "RESTART")
+                self._request(["RESTART"], "RESTART", _OK)
             lines, what = ["BEGIN"], "BEGIN"
         elif self.board is not None and self.board == moves[:-1]:
             lines, what = [f"TURN {self._xy(moves[-1])}"], "TURN"
@@ -679,12 +751,9 @@ class GomocupBrain:
             what = "BOARD"
         self.board = None
         t0 = time.monotonic()
-        answer = self._ask(lines, self.spec.answer_s, what)
+        m = self._request(lines, what, _XY)
         if time.monotonic() - t0 > self.spec.turn_ms / 1000.0:
             self.late += 1
-        m = _XY.match(answer)
-        if not m:
-            raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to {what}")
         x, y = int(m.group(1)), int(m.group(2))
         if not (0 <= x < self.size and 0 <= y < self.size):
             raise EngineForfeit("illegal", f"played {x},{y}, off the {self.size}x{self.size} "
@@ -752,6 +821,9 @@ def _parse_depth(options: str | None, arg: str) -> tuple[str, int]:
     depth = int(arg)
     if depth < 1:
         raise ValueError("the depth (plies searched) must be >= 1")
+    if depth > BAGHCHAL_MAX_DEPTH:
+        raise ValueError(f"the depth (plies searched) must be at most {BAGHCHAL_MAX_DEPTH}: "
+                         "each ply more costs the package's plain-Python search ~3-5x")
     return f"baghchal-minimax:{depth}", depth
 
 

@@ -17,6 +17,7 @@ Opponent names (`parse_opponent`):
   mcts:N            the network with N simulations of search (evaluation mode, no noise)
   mcts-rollout:N    pure MCTS without a network: uniform prior, the value of a leaf is the
                     result of one uniformly random playout to the end of the game
+                    (N from 1 to az_jax.MAX_SIMULATIONS, 100,000, as --sims)
   checkpoint:latest, checkpoint:latest-K, checkpoint:<iteration>
                     a saved network of this run (searching with the player's simulations);
                     latest-K is the newest checkpoint at least K iterations older than the
@@ -41,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from az_jax import MAX_SIMULATIONS
 from az_jax import checkpoint as ckpt
 from az_jax import search as search_lib
 
@@ -261,6 +263,9 @@ def parse_opponent(name: str) -> Opponent:
         sims = int(m.group(2))
         if sims < 1:
             raise ValueError(f"opponent {name!r}: the number of simulations must be >= 1")
+        if sims > MAX_SIMULATIONS:  # as --sims: a search tree holds a node per simulation
+            raise ValueError(f"opponent {name!r}: the number of simulations must be at most "
+                             f"{MAX_SIMULATIONS}")
         return Opponent(text, m.group(1), simulations=sims)
     if text.startswith("checkpoint:"):
         ref = text[len("checkpoint:"):]
