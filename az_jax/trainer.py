@@ -8,6 +8,7 @@ default) replay contents.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -612,7 +613,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     saves = []  # and its checkpoint writes' (with the plots, when written)
     plotted = -math.inf  # when the plots were last written
     told_skip = False
-    with _StopRequest() as stop:
+    # The evaluator's engines (Gomocup brains) get END however training ends.
+    closing = contextlib.closing(evaluator) if evaluator is not None else contextlib.nullcontext()
+    with _StopRequest() as stop, closing:
         for it in range(start, config.train.num_iterations):
             if it >= num_iterations:  # (a resumed run that had reached its fitted length)
                 break

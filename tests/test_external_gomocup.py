@@ -353,6 +353,32 @@ def test_our_own_brain_as_a_gomocup_opponent():
         _reaped(engine)
 
 
+def test_the_training_evaluator_ends_its_brains(tmp_path, monkeypatch):
+    """The trainer closes its evaluator however training ends, and that ends each brain the
+    evaluator started with END (they were left to the finalizer's kill at exit)."""
+    import types
+
+    from az_jax import network, search
+    from az_jax.eval import evaluator
+    from configs import gomoku_9x9
+
+    log = tmp_path / "brains.log"
+    monkeypatch.setenv("FAULTY_BRAIN_LOG", str(log))
+    config = gomoku_9x9.get_config()
+    config.network.channels, config.network.num_blocks = 4, 1
+    config.eval.opponents = f"gomocup[200ms;start=20s]:{shlex.join([sys.executable, FAULTY, 'ok'])}"
+    net = network.make_network(config.network, env)
+    setup = types.SimpleNamespace(config=config, env=env, net=net,
+                                  search=search.make_search(env, net, config.search))
+    ev = evaluator.TrainingEvaluator(setup, tmp_path)
+    (engine,) = ev.engines.values()
+    engine.brain.move([])  # started, as a match would
+    (pid,) = _pids(log, "ok")
+    ev.close()
+    assert f"{pid} ok END" in log.read_text().splitlines()
+    assert _gone(pid)
+
+
 def test_training_config_check_and_the_result_table():
     from az_jax import config as config_lib
     from az_jax import evaluate

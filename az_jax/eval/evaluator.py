@@ -70,6 +70,12 @@ class TrainingEvaluator:
         # run's best comes from a checkpoint and is named after elo.json's record.
         self._resumed = bool(ckpt.saved_steps(self.workdir))
 
+    def close(self) -> None:
+        """Ends the engines it started (a Gomocup brain gets END, then is killed after 1 s);
+        the trainer calls it however training ends."""
+        for engine in self.engines.values():
+            engine.close()
+
     def _first_best_name(self, iteration: int) -> str:
         stored = elo.load(self.workdir).get("best")
         found = elo.player_iteration(stored) if stored else None
