@@ -525,25 +525,6 @@ def test_launch_with_no_arguments_answers_at_once(cache):
     assert brain.proc.returncode == 0
 
 
-def _search_processes() -> list[int]:
-    """The pids of this process's children that run `az_jax.gomocup_worker` and live."""
-    pids = []
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        try:  # (a thread may end meanwhile)
-            pids += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    out = []
-    for pid in pids:
-        try:
-            if (b"az_jax.gomocup_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                    and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"):
-                out.append(pid)
-        except OSError:
-            pass
-    return out
-
-
 def test_info_rule_after_start_ends_the_first_load_at_once(conv, tmp_path, cache, monkeypatch):
     """Managers send INFO rule just after START. The freestyle load that START began was
     left to finish (JAX imported, the model read and compiled) beside the exactly-five one:
@@ -553,13 +534,15 @@ def test_info_rule_after_start_ends_the_first_load_at_once(conv, tmp_path, cache
     brain = gomocup.Brain(lambda line: None, [gomocup.read_model(conv), exact])
     try:
         brain.handle("START 9")
+        first = brain._job[-1]
         brain.handle("INFO rule 1")
         end = time.monotonic() + 3.0  # far less than a load (JAX alone: seconds)
-        while len(_search_processes()) > 1 and time.monotonic() < end:
+        while time.monotonic() < end and not (
+                "loading" in first and first["loading"]._proc.poll() is not None):
             time.sleep(0.05)
-        assert len(_search_processes()) <= 1, _search_processes()
+        assert "loading" in first and first["loading"]._proc.poll() is not None, first
         assert brain._agent(float("inf")) is not None and brain.model is exact
-        assert len(_search_processes()) == 1
+        assert brain._job[-1]["agent"]._proc.poll() is None  # the one that plays
     finally:
         gomocup._close(brain._job[-1].get("agent"))
 
