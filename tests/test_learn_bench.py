@@ -12,7 +12,7 @@ from az_jax import bench, network
 from az_jax import config as config_lib
 from az_jax.bench import learn as learn_bench
 from az_jax.eval import players, solver_bench
-from tests.tiny import tiny_args
+from tests.tiny import make_run, tiny_args
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = Path(__file__).parent.parent / "configs"
@@ -64,6 +64,8 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
             assert math.isclose(r["all"], (r["beginning"] + r["end"]) / 2)
             assert math.isclose(r["end"] * 6, round(r["end"] * 6))
     assert "mistake rate by checkpoint" in out
+    assert data["complete"] and data["peak_memory_bytes"] > 0 and data["train_peak_rss_bytes"] > 0
+    assert "peak host memory" in out and "train.py (a subprocess, not in the above)" in out
     # Re-evaluate the same run: the network alone, the last checkpoint only.
     again = bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--stage",
                         "evaluate", "--workdir", str(workdir), "--sims", "0",
@@ -80,6 +82,8 @@ def test_learn_connect4_end_to_end(tmp_path, capsys):
     assert plain["points"][0]["results"] == again["points"][0]["results"]
     assert plain["train"]["iterations"] == train["iterations"]
     assert plain["train"]["stopped_by"].startswith("train.py")
+    # Its config: the run's full config.json, not the command line's --config.
+    assert plain["config"] == str(workdir / "config.json") and plain["overrides"] == []
     p = plain["points"][0]
     assert p["wall_minutes"] == pytest.approx(p["train_minutes"]) == pytest.approx(
         points[-1]["train_minutes"])
@@ -132,6 +136,109 @@ def test_train_for_a_sigterm_as_the_run_ends(tmp_path, monkeypatch, committed):
                                 log=lambda *_: None)
     assert out["stopped_by"] == "time" and out["returncode"] == -15
     assert list(out["checkpoint_seen_s"]) == ["5"]
+
+
+def _tictactoe_run(workdir: Path, steps=(1,)) -> Path:
+    """A train.py workdir (no train.json) with checkpoints `steps` of an untrained network,
+    its metrics.jsonl and config.json."""
+    import shutil
+
+    make_run(workdir, "tictactoe")
+    for step in steps[1:]:
+        shutil.copytree(workdir / "checkpoints" / "1", workdir / "checkpoints" / str(step))
+    (workdir / "metrics.jsonl").write_text("".join(
+        json.dumps({"iteration": s, "seconds": 6.0}) + "\n" for s in steps))
+    (workdir / "config.json").write_text(json.dumps({"env": {"id": "tictactoe"}}))
+    return workdir
+
+
+def test_evaluate_stage_takes_the_runs_game_and_writes_each_point(tmp_path, monkeypatch):
+    """--stage evaluate on a tictactoe train.py run with the command line's default --config
+    (connect4): the game is the run's (no --sets check; env in learn.json), its config the
+    run's config.json. learn.json is written after each point, so an interrupted
+    evaluation keeps what it did."""
+    workdir = _tictactoe_run(tmp_path / "run", steps=(1, 2))
+    cmd = ["learn", "--stage", "evaluate", "--workdir", str(workdir), "--sims", "0",
+           "--ladder", "random", "--games", "2", "--sets", str(tmp_path / "no-sets")]
+    calls = []
+
+    def interrupt_at_the_second(self, agent, factory, key):
+        calls.append(agent.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {"random": 0.5, "mean": 0.5}
+
+    with monkeypatch.context() as m:
+        m.setattr(learn_bench.LadderEvaluator, "__call__", interrupt_at_the_second)
+        with pytest.raises(KeyboardInterrupt):
+            bench.main(cmd)
+    partial = json.loads((workdir / "learn.json").read_text())
+    assert [p["iteration"] for p in partial["points"]] == [1] and not partial["complete"]
+    result = bench.main(cmd)
+    assert result["env"] == "tictactoe" and result["kind"] == "ladder" and result["complete"]
+    assert result["config"] == str(workdir / "config.json") and result["overrides"] == []
+    assert [p["iteration"] for p in result["points"]] == [1, 2]
+    assert result["points"][-1]["train_minutes"] == pytest.approx(0.2)
+    assert json.loads((workdir / "learn.json").read_text()) == json.loads(json.dumps(result))
+
+
+def test_interrupted_training_keeps_its_checkpoint_and_provenance(tmp_path, monkeypatch):
+    """A Ctrl-C in bench learn while it trains: the trainer gets one SIGTERM and time to save
+    (not SIGKILL), train.json is written, marked interrupted, and --stage evaluate takes
+    the run with its config."""
+    ready = _tictactoe_run(tmp_path / "ready")
+    # The trainer's stand-in: logs an iteration, and on SIGTERM saves its checkpoint (a
+    # real one, copied) and exits 0, as train.py does.
+    script = tmp_path / "standin.py"
+    script.write_text(f"""import json, pathlib, shutil, signal, sys, time
+w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
+def save(*_):
+    shutil.copytree({str(ready / "checkpoints")!r}, w / "checkpoints")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+(w / "metrics.jsonl").write_text(json.dumps({{"iteration": 1, "seconds": 6.0}}) + "\\n")
+time.sleep(60)
+""")
+    monkeypatch.setattr(learn_bench, "TRAIN_PY", script)
+    real_steps, fired = learn_bench._steps, []
+
+    def ctrl_c_once_it_runs(workdir):  # what the training loop polls
+        if not fired and (workdir / "metrics.jsonl").exists():
+            fired.append(True)
+            raise KeyboardInterrupt
+        return real_steps(workdir)
+
+    workdir = tmp_path / "run"
+    tictactoe = str(CONFIGS / "tictactoe.py")
+    with monkeypatch.context() as m:
+        m.setattr(learn_bench, "_steps", ctrl_c_once_it_runs)
+        with pytest.raises(KeyboardInterrupt):
+            bench.main(["learn", "--config", tictactoe, "--minutes", "5", "--workdir",
+                        str(workdir), "--config.train.learning_rate=0.002"])
+    saved = json.loads((workdir / "train.json").read_text())
+    trained = saved["trained"]
+    assert trained["stopped_by"] == "interrupted (KeyboardInterrupt)"
+    assert trained["returncode"] == 0 and list(trained["checkpoint_seen_s"]) == ["1"]
+    assert saved["config"] == tictactoe
+    assert saved["overrides"] == ["train.learning_rate=0.002"]
+    with pytest.raises(SystemExit, match="already holds a run"):
+        bench.main(["learn", "--config", tictactoe, "--workdir", str(workdir)])
+    result = bench.main(["learn", "--stage", "evaluate", "--workdir", str(workdir), "--sims",
+                         "0", "--ladder", "random", "--games", "2"])
+    assert result["env"] == "tictactoe" and result["config"] == tictactoe
+    assert result["overrides"] == ["train.learning_rate=0.002"]
+    assert result["train"]["stopped_by"] == "interrupted (KeyboardInterrupt)"
+    assert [p["iteration"] for p in result["points"]] == [1]
+
+
+def test_ladder_plays_the_games_asked():
+    """--games is what each match plays, and what learn.json records (min(games, 256) as the
+    batch had played 128 for 65 and 512 for 300)."""
+    env = envs.make("tictactoe")
+    for games, played in ((300, 300), (65, 66), (64, 64), (1000, 1000), (514, 516)):
+        ladder = learn_bench.LadderEvaluator(env, "random", games=games)
+        assert ladder.runner.num_games == played, games
+        assert ladder.describe() == {"ladder": "random", "games": played}
 
 
 def test_split_overrides_and_points():

@@ -110,24 +110,37 @@ def test_mistake_plies_by_hand():
     counts = solver_bench.mistake_horizons([empty, empty, p, p, empty], [0, 2, 0, 3, -1])
     assert counts["3-4"] == 1 and counts["17+"] == 2 and counts["illegal"] == 1
     assert sum(counts.values()) == 4
+    # beginning_easy: column 4 wins at once (18: the mover's 4th stone). Every mistake
+    # misses that win, horizon 1, the losing ones too (column 2 was counted 32, "17+").
+    won = Position("1573165", 3, (2, -2, 4, 18, 3, 0, -1))
+    assert [solver_bench.mistake_plies(won, a) for a in range(7)] == [
+        None, 1, None, None, None, 1, 1]
+    assert solver_bench.mistake_horizons([won] * 3, [1, 5, 6])["1 (a win missed)"] == 3
 
 
 def test_mistake_plies_against_the_rules():
-    """bitbully's labels against the env's own rules: a losing move whose horizon is 2 lets
-    the opponent win at once; a longer one does not (every losing move of the 1783
-    positions of the stratified sets)."""
+    """bitbully's labels against the env's own rules, on every losing move of the 1783
+    positions of the stratified sets: where the mover could win at once the horizon is 1
+    (the loss is further away: it was counted there); else a horizon of 2 lets the
+    opponent win at once, and a longer one does not."""
     sets = solver_bench.load_sets([str(Path(__file__).parent / "data" / "connect4")])
     pos = [(p, a) for ps in sets.values() for p in ps for a in range(7)
            if p.column_scores[a] is not None and p.column_scores[a] < 0
            and max(s for s in p.column_scores if s is not None) >= 0]
     plies = np.array([solver_bench.mistake_plies(p, a) for p, a in pos])
     states = solver_bench.states_from_moves(C4, [p for p, _ in pos])
+    could_win = np.asarray(jax.jit(jax.vmap(C4.winning_moves))(
+        states, states.current_player).any(-1))
     after = jax.jit(jax.vmap(C4.step))(states, jax.numpy.array([a for _, a in pos]))
     wins_at_once = np.asarray(jax.jit(jax.vmap(C4.winning_moves))(
         after, after.current_player).any(-1))
-    assert (plies == 2).sum() > 50 and (plies > 2).sum() > 500
-    np.testing.assert_array_equal(wins_at_once, plies == 2)
-    assert plies.min() >= 2 and plies.max() <= 42 and np.all(plies % 2 == 0)
+    # 964, counted by the loss before this rule: 744 under 2, 220 at 4 to 36 plies.
+    assert could_win.sum() > 900
+    np.testing.assert_array_equal(could_win, plies == 1)
+    rest, answered = plies[~could_win], wins_at_once[~could_win]
+    assert (rest == 2).sum() > 50 and (rest > 2).sum() > 500
+    np.testing.assert_array_equal(answered, rest == 2)
+    assert rest.min() >= 2 and rest.max() <= 42 and np.all(rest % 2 == 0)
 
 
 def test_a_win_missed_at_once_is_horizon_1():

@@ -45,11 +45,18 @@ def peak_memory() -> dict:
     peaks = [p for p in peaks if p is not None]
     if peaks:
         return {"peak_memory_bytes": int(max(peaks)), "peak_memory_kind": "device"}
+    return {"peak_memory_bytes": peak_rss(), "peak_memory_kind": "host"}
+
+
+def peak_rss(children: bool = False) -> int:
+    """The peak resident set size in bytes of this process, or (`children`) of the largest
+    child process it has waited for (`resource.getrusage`)."""
     import resource
 
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    rss = resource.getrusage(who).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux KiB
-    return {"peak_memory_bytes": int(rss * scale), "peak_memory_kind": "host"}
+    return int(rss * scale)
 
 
 def machine() -> dict:

@@ -17,7 +17,11 @@ SIGTERM: the trainer finishes its iteration and saves a checkpoint), with checkp
 Each checkpoint is placed on the minutes axis by the sum of metrics.jsonl's per-iteration
 `seconds` up to it (self-play + learning, compile included; checkpoint writes and start-up
 are not); `wall_minutes` (since the launch, as seen by polling the checkpoint directory)
-is recorded too. Writes <workdir>/learn.json and <workdir>/learn.png.
+is recorded too. Writes <workdir>/learn.json (after each point: `complete` says whether all
+are in) and <workdir>/learn.png.
+
+A Ctrl-C (or SIGTERM) while training stops the trainer as --minutes does and still writes
+train.json (stopped_by "interrupted (...)"): --stage evaluate then takes the run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -76,12 +81,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ladder", default=DEFAULT_LADDER,
                    help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
     p.add_argument("--games", type=cli.integer(1), default=64,
-                   help="other games: games per opponent and checkpoint (default 64)")
+                   help="other games: games per opponent and checkpoint (default 64; rounded "
+                        "up to an even count that splits into batches of at most 256, e.g. "
+                        "65 plays 66)")
     p.add_argument("--stage", choices=("all", "train", "evaluate"), default="all",
                    help="all (default); train: only train (writes train.json); evaluate: "
                         "(re-)evaluate the checkpoints of an earlier bench learn --workdir, "
                         "e.g. on other sets or with other --sims, or of any train.py "
-                        "workdir (minutes from its metrics.jsonl)")
+                        "workdir (minutes from its metrics.jsonl), with the run's game and "
+                        "config (--config is not used)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
@@ -100,13 +108,51 @@ def _steps(workdir: Path) -> list[int]:
     return checkpoint.saved_steps(workdir)
 
 
+# How long an interrupted bench learn waits for the trainer to finish its iteration and save
+# (a second Ctrl-C kills it at once; its last checkpoint stays).
+STOP_WAIT_S = 120.0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM to bench learn while it trains: stops the trainer as Ctrl-C does (the trainer
+    runs in its own session, so a signal to this process's group no longer reaches it)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _stop(proc: subprocess.Popen, signalled: bool, log) -> None:
+    """Stops the trainer as --minutes does: SIGTERM (once: a second one aborts it unsaved),
+    then up to STOP_WAIT_S for it to save and exit; killed after that or on a Ctrl-C."""
+    if proc.poll() is not None:
+        return
+    if not signalled:
+        proc.send_signal(signal.SIGTERM)
+    log(f"stopping train.py: it saves a checkpoint after its iteration (up to "
+        f"{STOP_WAIT_S:.0f} s; Ctrl-C kills it now)")
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
+
+
 def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
-              log=print) -> dict:
+              log=print, on_end=None) -> dict:
     """Runs train.py for `minutes` of wall clock (at least one iteration), then SIGTERM.
 
+    An exception here, Ctrl-C or SIGTERM included, stops the trainer the same way (`_stop`)
+    and goes on once `on_end` has the record, so the run keeps its checkpoints and
+    provenance (bench learn --stage evaluate takes it).
+
+    Args:
+      on_end: called with the record however the run ends (finished, stopped, failed or
+        interrupted), before this returns or raises.
     Returns:
-      {"seconds", "stopped_by" ("time" | "finished"), "returncode",
-       "checkpoint_seen_s": {step: seconds since launch when first seen}}.
+      {"seconds", "stopped_by" ("time" | "finished"; on_end also sees "failed (status N)"
+       and "interrupted (<exception>)"), "returncode", "checkpoint_seen_s": {step: seconds
+       since launch when first seen}, "peak_rss_bytes": train.py's peak host memory}.
     Raises:
       RuntimeError: train.py failed (with the tail of its log).
     """
@@ -118,41 +164,59 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     t0 = time.monotonic()
     seen: dict[int, float] = {}
-    stopped_by = "finished"
-    with open(workdir / "train.log", "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=str(ROOT))
-        try:
-            signalled = False
-            while proc.poll() is None:
-                time.sleep(0.5)
-                now = time.monotonic() - t0
-                for s in _steps(workdir):
-                    seen.setdefault(s, now)
-                # SIGTERM before the trainer's loop is running would kill it unsaved: wait
-                # for a first logged iteration.
-                if not signalled and now >= 60 * minutes and _rows(workdir):
-                    proc.send_signal(signal.SIGTERM)
-                    signalled, stopped_by = True, "time"
-                    log(f"{now / 60:.1f} min: SIGTERM (the trainer saves and stops)")
-            proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+    stopped_by, signalled, interrupted = "finished", False, None
+    on_main = threading.current_thread() is threading.main_thread()  # (handlers go there)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
+    try:
+        with open(workdir / "train.log", "w") as out:
+            # Its own session: a Ctrl-C at the terminal reaches this process alone, which
+            # stops the trainer with one SIGTERM (two would abort it unsaved).
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    cwd=str(ROOT), start_new_session=True)
+            try:
+                while proc.poll() is None:
+                    time.sleep(0.5)
+                    now = time.monotonic() - t0
+                    for s in _steps(workdir):
+                        seen.setdefault(s, now)
+                    # SIGTERM before the trainer's loop is running would kill it unsaved:
+                    # wait for a first logged iteration.
+                    if not signalled and now >= 60 * minutes and _rows(workdir):
+                        proc.send_signal(signal.SIGTERM)
+                        signalled, stopped_by = True, "time"
+                        log(f"{now / 60:.1f} min: SIGTERM (the trainer saves and stops)")
+                proc.wait()
+            except BaseException as e:
+                why = "SIGTERM" if isinstance(e, _Terminated) else type(e).__name__
+                interrupted, stopped_by = e, f"interrupted ({why})"
+                _stop(proc, signalled, log)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     seconds = time.monotonic() - t0
     for s in _steps(workdir):
         seen.setdefault(s, seconds)
     # Our SIGTERM can reach the trainer as it ends on its own, past its handler: it dies of
     # the signal, its checkpoints (committed ones only, `_steps`) complete all the same.
     ours = signalled and proc.returncode == -signal.SIGTERM
-    if (proc.returncode != 0 and not ours) or not _steps(workdir):
+    failed = interrupted is None and ((proc.returncode != 0 and not ours)
+                                      or not _steps(workdir))
+    if failed:
+        stopped_by = f"failed (status {proc.returncode})"
+    trained = {"seconds": seconds, "stopped_by": stopped_by, "returncode": proc.returncode,
+               "checkpoint_seen_s": {str(k): v for k, v in sorted(seen.items())},
+               # Linux: the largest child waited for, train.py in a bench learn.
+               "peak_rss_bytes": common.peak_rss(children=True)}
+    if on_end is not None:
+        on_end(trained)
+    if interrupted is not None:
+        raise interrupted
+    if failed:
         tail = (workdir / "train.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"train.py exited with status {proc.returncode} "
                            f"{'and no checkpoint ' if not _steps(workdir) else ''}"
                            f"(log: {workdir / 'train.log'}):\n{tail}")
-    return {"seconds": seconds, "stopped_by": stopped_by, "returncode": proc.returncode,
-            "checkpoint_seen_s": {str(k): v for k, v in sorted(seen.items())}}
+    return trained
 
 
 def train_minutes(rows: list[dict]) -> dict[int, float]:
@@ -164,19 +228,39 @@ def train_minutes(rows: list[dict]) -> dict[int, float]:
     return out
 
 
-def from_train_run(workdir: Path, args) -> dict:
+def from_train_run(workdir: Path) -> dict:
     """What train.json would hold, for a run that train.py made (not bench learn): the
     minutes are its iterations' times from metrics.jsonl, so the wall-clock axis is the
-    training minutes too (the run's evaluations and restarts are not in it)."""
+    training minutes too (the run's evaluations and restarts are not in it). Its config is
+    the run's full config.json (the file and flags it was started with are not recorded)."""
     minutes = train_minutes(_rows(workdir))
     total = max(minutes.values(), default=0.0)
+    config = workdir / "config.json"
     return {"trained": {"seconds": 60.0 * total,
                         "stopped_by": "train.py (no train.json: minutes from metrics.jsonl)",
                         "returncode": None,
                         "checkpoint_seen_s": {str(k): 60.0 * v for k, v in minutes.items()}},
             "machine": {"note": "unknown: trained by train.py, not bench learn"},
             "load": None, "minutes": total,
-            "config": str(args.config), "overrides": [], "bench_overrides": []}
+            "config": str(config) if config.is_file() else "unknown", "overrides": [],
+            "bench_overrides": []}
+
+
+def saved_run(workdir: Path) -> tuple[dict, str]:
+    """(train.json of the run in `workdir`, or `from_train_run`; the run's env id, from its
+    newest checkpoint). Exits when `workdir` holds no run with a checkpoint."""
+    from az_jax import workdir as workdir_lib
+
+    if not ((workdir / "train.json").is_file() or (workdir / "metrics.jsonl").is_file()):
+        raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
+                         f"bench learn or train.py run; {workdir} has neither "
+                         "train.json nor metrics.jsonl")
+    found = workdir_lib.saved_config(workdir) if _steps(workdir) else None
+    if found is None:
+        raise SystemExit(f"error: {workdir} has no checkpoint to evaluate")
+    saved = (json.loads((workdir / "train.json").read_text())
+             if (workdir / "train.json").is_file() else from_train_run(workdir))
+    return saved, found[0]["env"]["id"]
 
 
 def pick_points(steps: list[int], minutes: dict[int, float], max_points: int) -> list[int]:
@@ -210,6 +294,9 @@ class SolverEvaluator:
         self.random.update(self._groups(lambda idx: solver_bench.random_mistake_rate(
             [self.positions[i] for i in idx])))
 
+    def describe(self) -> dict:
+        return {"sets": list(self.sets), "positions": len(self.positions)}
+
     def _groups(self, rate) -> dict:
         import numpy as np
 
@@ -242,6 +329,17 @@ class SolverEvaluator:
         return out
 
 
+def match_batch(games: int, most: int = 256) -> int:
+    """A batch size for `match.MatchRunner` (at most `most` games a call, even: colours
+    alternate) that plays `games` in as few calls as it can: exactly `games` when they are
+    even and split into even batches over those calls (64, 300, 1000), else the fewest
+    more (65 -> 66; 514 -> 3 x 172). The runner rounds the games up to whole batches."""
+    games += games % 2
+    calls = -(-games // most)
+    batch = -(-games // calls)
+    return batch + batch % 2
+
+
 class LadderEvaluator:
     """Scores (W + D/2)/games against fixed opponents, colours alternated."""
 
@@ -254,7 +352,11 @@ class LadderEvaluator:
         if bad:
             raise ValueError(f"--ladder: {', '.join(bad)} need a network; use fixed "
                              "opponents (random, onestep, mcts-rollout:N)")
-        self.runner = match.MatchRunner(env, games, batch_size=min(games, 256))
+        self.ladder = ladder
+        self.runner = match.MatchRunner(env, games, batch_size=match_batch(games))
+
+    def describe(self) -> dict:
+        return {"ladder": self.ladder, "games": self.runner.num_games}
 
     def __call__(self, agent, factory, key) -> dict:
         import jax
@@ -267,9 +369,9 @@ class LadderEvaluator:
         return out
 
 
-def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
-    """Evaluates the checkpoints `steps` of `workdir`. Returns (one dict per step, the
-    evaluator)."""
+def evaluate_steps(workdir: Path, steps: list[int], args, log=print, on_point=None):
+    """Evaluates the checkpoints `steps` of `workdir`; `on_point(points, evaluator)` after
+    each. Returns (one dict per step, the evaluator)."""
     import jax
 
     from az_jax import checkpoint as ckpt
@@ -287,6 +389,9 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
                 evaluator = SolverEvaluator([args.sets], r.env)
             else:
                 evaluator = LadderEvaluator(r.env, args.ladder, args.games)
+                if evaluator.runner.num_games != args.games:
+                    log(f"playing {evaluator.runner.num_games} games per opponent (--games "
+                        f"{args.games} rounded up: an even number, in whole batches)")
         agents = [factory.greedy(r.variables, f"iter-{step}")]
         if args.sims:
             agents.append(factory.network(r.variables, f"iter-{step}", args.sims))
@@ -302,6 +407,8 @@ def evaluate_steps(workdir: Path, steps: list[int], args, log=print):
         log(f"  checkpoint {step} ({n + 1}/{len(steps)}): " + ", ".join(
             f"{a} {v.get('all', v.get('mean')):.3f}" for a, v in results.items())
             + f" ({time.perf_counter() - t0:.0f}s)")
+        if on_point is not None:
+            on_point(points, evaluator)
     return points, evaluator
 
 
@@ -378,36 +485,31 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
                          ">= 0, --games >= 2")
     user = list(getattr(args, "config_overrides", []))
-    config = common.load_config(args)  # a bad key fails here, before training
-    env_id = config.env.id
-    if env_id == "connect4" and args.stage != "train":
-        from az_jax.eval import solver_bench
-
-        try:
-            solver_bench.expand_paths([args.sets])
-        except FileNotFoundError as e:
-            raise SystemExit(f"error: --sets: {e}") from None
-        if not Path(args.sets).exists():
-            raise SystemExit(f"error: --sets: no file or directory {args.sets}")
-    workdir = Path(args.workdir or ROOT / "runs" /
-                   f"learn-{env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}",
-                 f"train.minutes={args.minutes:g}", *user]
     log = lambda text: print(text, flush=True)
-    if args.stage == "evaluate":
-        if args.workdir is None or not ((workdir / "train.json").is_file()
-                                        or (workdir / "metrics.jsonl").is_file()):
-            raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
-                             f"bench learn or train.py run; {workdir} has neither "
-                             "train.json nor metrics.jsonl")
-        saved = (json.loads((workdir / "train.json").read_text())
-                 if (workdir / "train.json").is_file() else from_train_run(workdir, args))
+    if args.stage == "evaluate":  # the run's own config and game, not the command line's
+        if args.workdir is None:
+            raise SystemExit("error: --stage evaluate needs the --workdir of an earlier "
+                             "bench learn or train.py run")
+        workdir = Path(args.workdir)
+        saved, env_id = saved_run(workdir)
+        if user:
+            log(f"note: --stage evaluate takes the run's config: {' '.join(user)} not used")
         trained, m0, load_after_training = saved["trained"], saved["machine"], saved["load"]
         user, overrides = saved["overrides"], saved["bench_overrides"] + saved["overrides"]
         args.minutes = saved.get("minutes", args.minutes)
         args.config = saved.get("config", args.config)
-        log(f"bench learn: evaluating the run in {workdir}")
+        load = m0.get("load_average")
+        log(f"bench learn: evaluating the {env_id} run in {workdir}" + (
+            "" if load is None else f"; trained at load average {load:.1f}"))
     else:
+        env_id = common.load_config(args).env.id  # a bad key fails here, before training
+        workdir = Path(args.workdir or ROOT / "runs" /
+                       f"learn-{env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
+        overrides = [*BENCH_OVERRIDES, f"checkpoint.every={args.checkpoint_every}",
+                     f"train.minutes={args.minutes:g}", *user]
+    if env_id == "connect4" and args.stage != "train":
+        _check_sets(args.sets)
+    if args.stage != "evaluate":
         if _steps(workdir) or (workdir / "metrics.jsonl").exists():
             raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
                              "scratch: give a new --workdir (or --stage evaluate)")
@@ -415,48 +517,65 @@ def run(args: argparse.Namespace) -> dict:
         print(f"bench learn: {args.config} {' '.join(user)} for {args.minutes:g} min in "
               f"{workdir}; load average {m0['load_average']:.1f} (other work slows "
               "training)", flush=True)
+        saved = {}
+
+        def save(trained: dict) -> None:  # also when training fails or is interrupted
+            saved.update(trained=trained, machine=m0, load=common.load_average(),
+                         minutes=args.minutes, config=str(args.config), overrides=user,
+                         bench_overrides=overrides[:len(overrides) - len(user)])
+            (workdir / "train.json").write_text(json.dumps(saved, indent=2))
+            if trained["stopped_by"].startswith(("failed", "interrupted")):
+                log(f"train.py {trained['stopped_by']}; {workdir / 'train.json'} written: "
+                    f"--stage evaluate --workdir {workdir} evaluates its checkpoints")
+
         try:
-            trained = train_for(args.config, workdir, args.minutes, overrides, log)
+            trained = train_for(args.config, workdir, args.minutes, overrides, log, save)
         except RuntimeError as e:
             raise SystemExit(f"error: {e}") from None
-        load_after_training = common.load_average()
-        (workdir / "train.json").write_text(json.dumps(
-            {"trained": trained, "machine": m0, "load": load_after_training,
-             "minutes": args.minutes, "config": str(args.config),
-             "overrides": user, "bench_overrides": overrides[:len(overrides) - len(user)]},
-            indent=2))
+        load_after_training = saved["load"]
     rows = _rows(workdir)
     minutes = train_minutes(rows)
     steps = _steps(workdir)
     log(f"trained {max(minutes, default=0)} iterations in {trained['seconds'] / 60:.1f} min "
         f"({trained['stopped_by']}); {len(steps)} checkpoints")
     if args.stage == "train":
-        return {"workdir": str(workdir), "trained": trained, "checkpoints": steps}
+        result = {"workdir": str(workdir), "trained": trained, "checkpoints": steps}
+        result.update(_memory(trained))
+        return result
     chosen = pick_points(steps, minutes, args.max_points)
     log(f"evaluating {len(chosen)} of {len(steps)} checkpoints")
-    points, evaluator = evaluate_steps(workdir, chosen, args, log)
-    for p in points:
-        p["train_minutes"] = minutes.get(p["iteration"], math.nan)
-        p["wall_minutes"] = trained["checkpoint_seen_s"].get(str(p["iteration"]),
-                                                             math.nan) / 60.0
-    solver = isinstance(evaluator, SolverEvaluator)
-    result = {
-        "bench": "learn", "config": str(args.config), "overrides": user,
-        "bench_overrides": overrides[:len(overrides) - len(user)], "env": env_id,
-        "minutes": args.minutes, "workdir": str(workdir), "kind": "solver" if solver
-        else "ladder", "sims": args.sims,
-        "evaluation": ({"sets": list(evaluator.sets), "positions": len(evaluator.positions)}
-                       if solver else {"ladder": args.ladder, "games": args.games}),
-        "train": {"iterations": max(minutes, default=0),
-                  "train_minutes": max(minutes.values(), default=0.0),
-                  "wall_minutes": trained["seconds"] / 60.0,
-                  "stopped_by": trained["stopped_by"], "checkpoints": steps},
-        "machine": m0, "load_average_after_training": load_after_training,
-        "points": points,
-    }
-    if solver:
-        result["random"] = evaluator.random
+
+    def result_of(points: list[dict], evaluator) -> dict:
+        for p in points:
+            p["train_minutes"] = minutes.get(p["iteration"], math.nan)
+            p["wall_minutes"] = trained["checkpoint_seen_s"].get(str(p["iteration"]),
+                                                                 math.nan) / 60.0
+        solver = isinstance(evaluator, SolverEvaluator)
+        result = {
+            "bench": "learn", "config": str(args.config), "overrides": user,
+            "bench_overrides": overrides[:len(overrides) - len(user)], "env": env_id,
+            "minutes": args.minutes, "workdir": str(workdir),
+            "kind": "solver" if solver else "ladder", "sims": args.sims,
+            "evaluation": evaluator.describe(),
+            "train": {"iterations": max(minutes, default=0),
+                      "train_minutes": max(minutes.values(), default=0.0),
+                      "wall_minutes": trained["seconds"] / 60.0,
+                      "stopped_by": trained["stopped_by"], "checkpoints": steps},
+            "machine": m0, "load_average_after_training": load_after_training,
+            # False while evaluating: learn.json is written after each point.
+            "complete": len(points) == len(chosen), "points": points,
+        }
+        if solver:
+            result["random"] = evaluator.random
+        return result
+
+    def write(points: list[dict], evaluator) -> None:
+        (workdir / "learn.json").write_text(json.dumps(result_of(points, evaluator), indent=2))
+
+    points, evaluator = evaluate_steps(workdir, chosen, args, log, on_point=write)
+    result = result_of(points, evaluator)
     print(format_table(result))
+    result.update(_memory(trained))
     (workdir / "learn.json").write_text(json.dumps(result, indent=2))
     png = plot(result, workdir / "learn.png")
     print(f"wrote {workdir / 'learn.json'} and {png}")
@@ -465,3 +584,27 @@ def run(args: argparse.Namespace) -> dict:
     if args.png:
         plot(result, Path(args.png))
     return result
+
+
+def _check_sets(sets: str) -> None:
+    from az_jax.eval import solver_bench
+
+    try:
+        solver_bench.expand_paths([sets])
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: --sets: {e}") from None
+    if not Path(sets).exists():
+        raise SystemExit(f"error: --sets: no file or directory {sets}")
+
+
+def _memory(trained: dict) -> dict:
+    """Prints and returns the peak memory: this process's (`common.peak_memory`: the
+    evaluation) and train.py's host peak RSS, a subprocess that the first leaves out (in
+    train.json when bench learn trained it)."""
+    out = common.peak_memory()
+    out["train_peak_rss_bytes"] = trained.get("peak_rss_bytes")
+    common.print_memory(out)
+    train = out["train_peak_rss_bytes"]
+    print("  train.py (a subprocess, not in the above): peak host memory (RSS) "
+          + (f"{train / 2**20:.0f} MiB" if train else "not recorded"))
+    return out

@@ -85,11 +85,12 @@ def mistake_plies(position: Position, action: int) -> int | None:
     included) to the end of the fastest perfect line that punishes it. None where `action`
     is no mistake, or not a legal column.
 
-    A move that loses: until the opponent's winning move (Pons's scale: he wins with his
-    `MAX_SCORE - |score|`-th stone). A draw where a win was there: until the fastest win
-    given away would have been played. Short horizons are what a search can see (1: a win
-    at once missed; 2: the reply wins at once); long ones take a network that knows the
-    game.
+    A win at once missed: 1, whatever the move gives away (a search of one ply sees it).
+    Else a move that loses: until the opponent's winning move (Pons's scale: he wins with
+    his `MAX_SCORE - |score|`-th stone), and a draw where a win was there: until the
+    fastest win given away would have been played. Short horizons are what a search can
+    see (1: a win at once missed; 2: the reply wins at once); long ones take a network that
+    knows the game.
     """
     out = position.outcomes()
     legal = out > -2
@@ -97,15 +98,17 @@ def mistake_plies(position: Position, action: int) -> int | None:
         return None
     n = len(position.moves)
     mine, theirs = n // 2, (n + 1) // 2  # stones on the board: the mover's, the opponent's
-    score = position.column_scores[action]
-    if score < 0:
-        return 2 * (MAX_SCORE + score - theirs)
     best = max(s for s in position.column_scores if s is not None)
-    return 2 * (MAX_SCORE - best - mine) - 1
+    # Where `best` wins: when that win comes (1: the mover's next stone wins).
+    win_given_away = 2 * (MAX_SCORE - best - mine) - 1
+    score = position.column_scores[action]
+    if score < 0 and win_given_away > 1:
+        return 2 * (MAX_SCORE + score - theirs)
+    return win_given_away
 
 
-# The buckets of `mistake_horizons` (plies, upper bounds) and their labels: 1, a draw
-# where the mover could win at once; 2, a move the reply wins at once.
+# The buckets of `mistake_horizons` (plies, upper bounds) and their labels: 1, a mistake
+# where the mover could win at once; 2, else a move the reply wins at once.
 HORIZONS = ((1, "1 (a win missed)"), (2, "2 (answered at once)"), (4, "3-4"), (8, "5-8"),
             (16, "9-16"), (MAX_SCORE * 2, "17+"))
 
