@@ -34,7 +34,9 @@ Before each move the brain prints `MESSAGE eval ... sims ...`: the chosen move's
 the brain (-1..1) and its expected score, and the simulations searched.
 Anything malformed gets ERROR with a reason, unknown commands UNKNOWN; the brain keeps going
 (also after bytes that are not UTF-8, numbers too long to be coordinates, or a bug: ERROR
-internal error, with the traceback on stderr).
+internal error, with the traceback on stderr). What either process writes to stderr goes
+out as DEBUG lines: piskvork reads a brain's stderr as answers, skipping only DEBUG and
+MESSAGE lines.
 
 Processes: this one reads the commands and never imports JAX; the model lives in a
 search process it starts (az_jax.gomocup_worker, one at a time; ended with the brain). So
