@@ -427,8 +427,9 @@ class Brain:
             if self._job is None or self._job[-1] is not box:  # replaced meanwhile
                 _close(box.pop("agent", None))
         except Exception as e:  # noqa: BLE001 - reported at the next move
-            traceback.print_exc(file=sys.stderr)
             box["error"] = f"{type(e).__name__}: {e}"
+            if self._job is not None and self._job[-1] is box:  # (else ended on purpose)
+                traceback.print_exc(file=sys.stderr)
 
     def _restart_if_ended(self, agent) -> None:
         """Starts loading the model again when `agent`'s search process has ended (killed,
