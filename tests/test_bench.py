@@ -6,13 +6,18 @@ JSON fields are checked.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from az_jax import bench
@@ -47,6 +52,35 @@ def test_env(tmp_path):
     _positive(row, "steps_per_s", "compile_s", "run_s")
 
 
+def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
+    """`env` runs ours and pgx's twin in turns (one call each per round), so the ratio
+    is of timings under the same load."""
+    pytest.importorskip("pgx")
+    from az_jax.bench import common
+
+    order = []
+    interleaved = common.time_interleaved
+
+    def spy(calls, repeats, **kwargs):
+        def logged(i, fn):
+            def call(*args):
+                order.append(i)
+                return fn(*args)
+            return call
+        return interleaved([(logged(i, fn), args) for i, (fn, args) in enumerate(calls)],
+                           repeats, **kwargs)
+
+    monkeypatch.setattr(common, "time_interleaved", spy)
+    out = _run(tmp_path, "env", "--env", "tictactoe", "--batch", "8", "--steps", "4",
+               "--repeats", "2")
+    assert order == [0, 1, 0, 1, 0, 1]  # a warm call each, then two rounds in turns
+    ours, theirs = out["results"]
+    assert (ours["impl"], theirs["impl"]) == ("az_jax", "pgx")
+    assert ours["ours_over_pgx"] == pytest.approx(ours["steps_per_s"] / theirs["steps_per_s"])
+    assert len(ours["times_s"]) == len(theirs["times_s"]) == 2
+    _positive(ours, "ours_over_pgx_median", "games_per_s")
+
+
 def test_train(tmp_path):
     out = _run(tmp_path, "train", *TINY, "--updates", "1")
     assert out["batch"] == 8 and out["updates"] == 1
@@ -74,12 +108,16 @@ def test_pgx_comparison(tmp_path):
     assert [row["network_calls"] for row in out["rows"]] == [6, 5]
 
 
-def test_pgx_comparison_null_network_over_our_env(tmp_path):
+def test_pgx_comparison_null_network_over_our_env(tmp_path, capsys):
     """--null-network: the search's bookkeeping and the env alone; a game pgx lacks is
-    compared with the pgx example's loop written over our env."""
+    compared with the pgx example's loop written over our env, which searches as ours
+    (the config's discount) and without the root tactics it has no twin of."""
     out = _run(tmp_path, "pgx", "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
-               "--config.env.kwargs.size=5", *SIZED, "--null-network")
+               "--config.env.kwargs.size=5", "--config.search.discount=0.9",
+               "--config.search.tactics=win", *SIZED, "--null-network")
     assert out["network"] == "null (constant)" and out["versus"] == "our env"
+    assert out["search"]["discount"] == 0.9 and out["search"]["policy"] == "gumbel"
+    assert "ours without search.tactics='win'" in capsys.readouterr().out
     assert [row["impl"] for row in out["rows"]] == [
         "pgx-style loop over our env", "ours gomoku, game_ids (as trained)",
         "ours gomoku, game_ids, fresh roots"]
@@ -88,6 +126,84 @@ def test_pgx_comparison_null_network_over_our_env(tmp_path):
     assert [row["network_calls"] for row in out["rows"]] == [6, 5, 6]
     with pytest.raises(SystemExit, match="--null-network"):
         bench.main(["pgx", "--config", str(ROOT / "configs" / "gomoku_9x9.py"), *SIZED])
+
+
+def _search_config(policy: str):
+    """The default config's search, with settings away from mctx's defaults."""
+    from configs import default
+
+    c = default.get_config().search
+    c.policy, c.num_simulations, c.max_num_considered_actions = policy, 4, 4
+    c.gumbel_scale, c.value_scale, c.discount = 0.5, 0.3, 0.9
+    c.dirichlet_fraction, c.dirichlet_alpha, c.pb_c_init = 0.4, 0.5, 0.2
+    return c
+
+
+def _toy_apply(num_actions: int):
+    """A network without parameters whose prior and value depend on the position."""
+    def apply(variables, obs, mask=None):
+        del variables, mask
+        x = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+        w = jnp.sin(jnp.arange(x.shape[1] * num_actions, dtype=jnp.float32))
+        logits = x @ w.reshape(x.shape[1], num_actions) + jnp.cos(jnp.arange(num_actions))
+        return logits, jnp.tanh(x @ jnp.cos(jnp.arange(x.shape[1], dtype=jnp.float32)) + 0.1)
+    return apply
+
+
+@pytest.mark.parametrize("policy", ["gumbel", "muzero"])
+def test_pgx_style_search_is_ours(policy):
+    """`bench pgx`'s pgx-style loops search as our self-play does: the config's policy,
+    gumbel_scale, value_scale (or Dirichlet noise and PUCT constants) and discount; the same
+    root and key give the same search."""
+    import envs
+    from az_jax import search
+    from az_jax.bench import pgx as pgx_bench
+
+    config, env = _search_config(policy), envs.make("tictactoe")
+    apply = _toy_apply(env.num_actions)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 3))
+    states = jax.vmap(env.step)(states, jnp.array([0, 4, 8]), jax.random.split(
+        jax.random.PRNGKey(1), 3))
+    ours = search.Search(env, apply, config)
+    root, key = ours.root({}, states), jax.random.PRNGKey(2)
+    invalid = ~states.legal_action_mask
+    policy_fn = pgx_bench.search_policy(config, env.num_actions)
+    recurrent = search.make_recurrent_fn(env, apply, config.discount)
+    want = jax.jit(lambda: ours({}, states, key, root=root, invalid=invalid))()
+    got = jax.jit(lambda: policy_fn({}, key, root, recurrent, invalid, 4))()
+    assert (got.action == want.action).all()
+    np.testing.assert_array_equal(got.action_weights, want.action_weights)
+    np.testing.assert_array_equal(got.search_tree.node_values, want.search_tree.node_values)
+
+
+def test_pgx_style_loops_trace_our_batched_backward(monkeypatch):
+    """Both pgx-style programs trace mctx's search with az_jax's batched backup, as ours
+    does (`batched_backward`): the comparison is of the loops, not of two backups."""
+    import envs
+    from az_jax import mctx_backward
+    from az_jax.bench import pgx as pgx_bench
+
+    traced = []
+
+    def counting(tree, leaf_index):
+        traced.append(leaf_index.shape)
+        return original(tree, leaf_index)
+
+    original = mctx_backward.backward
+    monkeypatch.setattr(mctx_backward, "backward", counting)
+    config, env = _search_config("gumbel"), envs.make("tictactoe")
+    play = pgx_bench.make_pgx_style_over(env, pgx_bench.null_apply(env.num_actions), config,
+                                         batch=2, plies=1, num_simulations=2)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    jax.eval_shape(play, {}, states, jax.random.PRNGKey(1))
+    assert traced == [(2,)]  # the simulations' loop body, traced once
+    pgx = pytest.importorskip("pgx")
+    pgx_env = pgx.make("tic_tac_toe")
+    play = pgx_bench.make_pgx_selfplay(pgx_env, pgx_bench.null_apply(9), config, batch=2,
+                                       plies=1, num_simulations=2)
+    states = jax.vmap(pgx_env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    jax.eval_shape(play, {}, states, jax.random.PRNGKey(1))
+    assert traced == [(2,), (2,)]
 
 
 @pytest.mark.slow
@@ -120,6 +236,82 @@ def test_selfplay_and_devices_subprocess(tmp_path):
               "speedup_iteration", "compile_s")
     assert math.isfinite(two["update_phase_s"])  # may be ~0 or below at this size
     assert four["devices"] == 4 and "only 2 device(s)" in four["skipped"]
+
+
+def test_scaling_times_no_compile(monkeypatch):
+    """`selfplay --devices` (and `all --devices`) with --repeats 1: the timed iterations
+    compile nothing. On CPU the update step is jitted on the first call with a full buffer
+    (`trainer.make_host_iteration`), so the warm-up makes one."""
+    from az_jax import trainer
+    from az_jax.bench import common
+    from az_jax.bench import selfplay as selfplay_bench
+
+    compiles, per_call = [], []
+
+    def listener(event, duration, **kwargs):
+        if event.startswith("/jax/core/compile/"):
+            compiles.append(event)
+
+    make = trainer.make_iteration_fn
+
+    def counted(setup):
+        iteration = make(setup)
+
+        def call(*args):
+            before = len(compiles)
+            out = jax.block_until_ready(iteration(*args))
+            per_call.append(len(compiles) - before)
+            return out
+        return call
+
+    monkeypatch.setattr(trainer, "make_iteration_fn", counted)
+    overrides = [o.removeprefix("--config.") for o in tiny_args(selfplay__batch_size=4)]
+    c = common.load_config(argparse.Namespace(config=str(ROOT / "configs" / "connect4.py"),
+                                              config_overrides=overrides))
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        (row,) = selfplay_bench.run_scaling(c, [1], plies=2, repeats=1)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert row["updates_per_iteration"] == 1
+    assert per_call[0] > 0  # the warm-up compiled
+    assert per_call[-2:] == [0, 0], per_call  # the timed calls: without and with updates
+
+
+def test_all_skips_pgx_for_a_game_pgx_lacks(tmp_path, capsys):
+    """`all` on Gomoku: env, selfplay and train run, the pgx part is skipped with a note
+    (pgx has no Gomoku), and the JSON holds them all."""
+    out = _run(tmp_path, "all", "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
+               "--config.env.kwargs.size=5", *SIZED, "--env", "gomoku", "--env-batch", "4",
+               "--env-steps", "2", "--updates", "1")
+    assert out["pgx"] == {"subcommand": "pgx", "skipped": out["pgx"]["skipped"]}
+    assert "pgx has no twin of 'gomoku'" in out["pgx"]["skipped"]
+    assert "== pgx: skipped: pgx has no twin" in capsys.readouterr().out
+    assert [out[p]["subcommand"] for p in ("env", "selfplay", "train")] == [
+        "env", "selfplay", "train"]
+    _positive(out["selfplay"], "selfplay_moves_per_s")
+    _positive(out["train"], "train_updates_per_s")
+    assert "failed_part" not in out
+
+
+def test_all_writes_the_finished_parts_when_one_fails(tmp_path, monkeypatch):
+    """A part that fails leaves the JSON of the parts before it, and its name."""
+    from az_jax.bench import suite
+
+    def part(name):
+        def run(args):
+            if name == "train":
+                raise RuntimeError("the train part failed")
+            return {"subcommand": name}
+        return types.SimpleNamespace(add_args=suite.PARTS[name].add_args, run=run)
+
+    monkeypatch.setattr(suite, "PARTS", {name: part(name) for name in suite.PARTS})
+    path = tmp_path / "all.json"
+    with pytest.raises(RuntimeError, match="the train part failed"):
+        bench.main(["all", *SIZED, "--json", str(path)])
+    out = json.loads(path.read_text())
+    assert out["env"] == {"subcommand": "env"} and out["selfplay"] == {"subcommand": "selfplay"}
+    assert out["failed_part"] == "train" and "train" not in out and "pgx" not in out
 
 
 def test_threats(tmp_path):

@@ -110,7 +110,8 @@ def best_time(fn, args, repeats: int) -> tuple[float, float]:
     return first, best
 
 
-def time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int) -> list[dict]:
+def time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int,
+                     keep_output: bool = False) -> list[dict]:
     """Times several programs in turns, so that a change of the machine's load hits all alike.
 
     Each `(fn, args)` is called once first (compile + one run), then all are called in
@@ -118,14 +119,18 @@ def time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int) -> list[
     Returns:
       per call {"compile_s": first call minus the best, "best_s": the best wall time,
       "cpu_s": the smallest process CPU time of a call (all threads), "times_s": the wall
-      time of every round}.
+      time of every round}, and with `keep_output` "output": what the first call returned
+      (every call gets the same arguments).
     """
     out = []
     for fn, args in calls:
         t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
+        output = jax.block_until_ready(fn(*args))
         out.append({"first_s": time.perf_counter() - t, "best_s": math.inf, "cpu_s": math.inf,
                     "times_s": []})
+        if keep_output:
+            out[-1]["output"] = output
+        del output
     for _ in range(repeats):
         for (fn, args), r in zip(calls, out, strict=True):
             t, cpu = time.perf_counter(), time.process_time()

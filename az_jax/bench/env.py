@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import envs
 from az_jax import cli
@@ -24,7 +25,9 @@ replaces the finished ones by a fresh game, so the input changes every iteration
 cannot hoist work out of the loop. Reports the compile time of the whole scan separately,
 steps/s = batch * steps / seconds (best of --repeats calls after a warm-up), finished
 games/s, and, where pgx is installed, the same measurement of the matching pgx game and
-the ratio ours/pgx. The machine's load average is printed: other work slows the timings."""
+the ratio ours/pgx; ours and pgx's are timed in turns (one call each per round), so that a
+change of the machine's load hits both alike. The machine's load average is printed: other
+work slows the timings."""
 
 
 def _fmix32(h: jax.Array) -> jax.Array:
@@ -114,38 +117,41 @@ def make_env_loop(env: Any, batch: int, steps: int) -> Callable:
     return run
 
 
-def time_env(env: Any, batch: int, steps: int, repeats: int, seed: int = 0) -> dict:
-    """Times `make_env_loop(env, batch, steps)`.
+def time_envs(env_list: list, batch: int, steps: int, repeats: int, seed: int = 0
+              ) -> list[dict]:
+    """Times `make_env_loop(env, batch, steps)` for each env, in turns
+    (`common.time_interleaved`: one call of each per round, the same inputs every call).
 
+    Each env's program is compiled ahead (timed apart) and run once from its initial
+    states, so that the timed calls start from games under way.
     Returns:
-      dict with compile_s (lowering + XLA compile of the whole scan), run_s (the best of
-      `repeats` calls), steps_per_s = batch * steps / run_s, and games_per_s.
+      per env a dict with compile_s (lowering + XLA compile of the whole scan), run_s (the
+      best of `repeats` calls), cpu_s, steps_per_s = batch * steps / run_s, games_per_s,
+      and times_s (every round's wall time).
     """
-    run = make_env_loop(env, batch, steps)
-    key_init, key_run = jax.random.split(jax.random.PRNGKey(seed))
-    fresh = jax.jit(env.init)(key_init)
-    state = jax.jit(jax.vmap(env.init))(jax.random.split(key_init, batch))
-    t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(state, fresh, key_run).compile()
-    compile_s = time.perf_counter() - t0
-
-    state, _ = jax.block_until_ready(compiled(state, fresh, key_run))  # warm-up
-    best, cpu, finished = float("inf"), 0.0, 0
-    for key in jax.random.split(key_run, repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        state, done = jax.block_until_ready(compiled(state, fresh, key))
-        seconds = time.perf_counter() - t0
-        if seconds < best:
-            best, cpu, finished = seconds, time.process_time() - c0, int(done)
-    return {
+    calls, compile_s = [], []
+    key_init, key_warm, key_run = jax.random.split(jax.random.PRNGKey(seed), 3)
+    for env in env_list:
+        run = make_env_loop(env, batch, steps)
+        fresh = jax.jit(env.init)(key_init)
+        state = jax.jit(jax.vmap(env.init))(jax.random.split(key_init, batch))
+        t0 = time.perf_counter()
+        compiled = jax.jit(run).lower(state, fresh, key_run).compile()
+        compile_s.append(time.perf_counter() - t0)
+        state, _ = jax.block_until_ready(compiled(state, fresh, key_warm))
+        calls.append((compiled, (state, fresh, key_run)))
+    timings = common.time_interleaved(calls, repeats, keep_output=True)
+    return [{
         "batch": batch,
         "steps": steps,
-        "compile_s": compile_s,
-        "run_s": best,
-        "cpu_s": cpu,  # process CPU time of that run (all threads): > run_s when parallel
-        "steps_per_s": batch * steps / best,
-        "games_per_s": finished / best,
-    }
+        "compile_s": seconds,
+        "run_s": t["best_s"],
+        "cpu_s": t["cpu_s"],  # process CPU time of a call (all threads): > run_s if parallel
+        "steps_per_s": batch * steps / t["best_s"],
+        # every call plays the same plies: the first call's finished games
+        "games_per_s": int(t["output"][1]) / t["best_s"],
+        "times_s": t["times_s"],
+    } for seconds, t in zip(compile_s, timings, strict=True)]
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -202,17 +208,25 @@ def run(args: argparse.Namespace) -> dict:
             continue
         except ValueError as err:  # a bad --size / --rule: the env says what it accepts
             raise SystemExit(f"error: {env_id}: {err}") from None
-        result = time_env(env, args.batch, args.steps, args.repeats, args.seed)
-        rows.append({"env": env_id, "impl": "az_jax", "params": env.params, **result})
-        if pgx is not None and not args.no_pgx and env_id in common.PGX_MATCH:
-            pgx_id = common.PGX_MATCH[env_id]
-            result = time_env(pgx.make(pgx_id), args.batch, args.steps, args.repeats, args.seed)
-            rows.append({"env": pgx_id, "impl": "pgx", "params": {}, **result})
-            rows[-2]["ours_over_pgx"] = rows[-2]["steps_per_s"] / result["steps_per_s"]
+        pgx_id = common.PGX_MATCH.get(env_id)
+        if pgx is None or args.no_pgx or pgx_id is None:
+            (result,) = time_envs([env], args.batch, args.steps, args.repeats, args.seed)
+            rows.append({"env": env_id, "impl": "az_jax", "params": env.params, **result})
+            continue
+        ours, theirs = time_envs([env, pgx.make(pgx_id)], args.batch, args.steps,
+                                 args.repeats, args.seed)
+        per_round = np.asarray(theirs["times_s"]) / np.asarray(ours["times_s"])
+        rows.append({"env": env_id, "impl": "az_jax", "params": env.params, **ours,
+                     "ours_over_pgx": ours["steps_per_s"] / theirs["steps_per_s"],
+                     "ours_over_pgx_median": float(np.median(per_round))})
+        rows.append({"env": pgx_id, "impl": "pgx", "params": {}, **theirs})
 
     out = {"subcommand": "env", **common.machine(), "results": rows}
     common.print_machine(out)
     _print_env_table(rows)
+    if any("ours_over_pgx" in r for r in rows):
+        print(f"ours and pgx's timed in turns, best of {args.repeats} calls each; the JSON "
+              "also has the median of the per-round ratios (ours_over_pgx_median)")
     return common.finish(out, args.json)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import envs
 from az_jax.bench import common
 from az_jax.bench import selfplay as selfplay_bench
+from az_jax.mctx_backward import batched_backward
 
 HELP = "our self-play vs pgx's AlphaZero-example self-play: ours/pgx"
 
@@ -24,10 +25,16 @@ game_ids, over pgx's game through our envs.make("pgx:...") adapter, and with eve
 evaluated afresh as pgx-style does instead of reusing the played child's evaluation from
 the previous search), all with our
 ResNet of the config's size, the same simulations, batch and plies, in one process. Prints
-moves/s and the ratio ours/pgx (the issue's target: >= 1.0). Needs pgx; the config's env
-must have a pgx twin (connect4 -> connect_four, tictactoe -> tic_tac_toe). Our connect4
-observation has 3 planes and pgx's 2, so the first convolution of ours is slightly larger;
-the adapter row runs exactly pgx's network input."""
+moves/s and the ratio ours/pgx (the issue's target: >= 1.0). Both sides run the same
+search: the config's policy, gumbel_scale, value_scale (or Dirichlet noise and PUCT
+constants) and discount, traced under az_jax's batched value backup (`batched_backward`,
+which ours always uses), so the ratio measures the loop around the search: the env step,
+root reuse and the bookkeeping. mctx's own backup against ours is `bench backward`. Root
+tactics (search.tactics) have no pgx-style twin: ours runs without them here, with a note.
+Needs pgx; the config's env must have a pgx twin (connect4 -> connect_four, tictactoe ->
+tic_tac_toe), except with --null-network. Our connect4 observation has 3 planes and pgx's 2,
+so the first convolution of ours is slightly larger; the adapter row runs exactly pgx's
+network input."""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -51,18 +58,73 @@ def null_apply(num_actions: int) -> Callable:
     return apply
 
 
-def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulations: int,
-                        max_num_considered_actions: int) -> Callable:
-    """The loop of `make_pgx_selfplay` (a fresh root evaluation every ply, vmap(env.step)
-    in recurrent_fn, logits masked with finfo.min, Gumbel search, finished games reset)
-    written over one of our envs, for games pgx does not have.
+def search_policy(config, num_actions: int) -> Callable:
+    """The mctx call of our self-play searches (`search.Search`, not evaluating), for the
+    pgx-style loops: the config's policy with its noise and value settings, traced under
+    `batched_backward()` as ours is. So both sides of `bench pgx` run the same search and
+    the ratio measures the loop around it; mctx's own backward against ours is `bench
+    backward`.
 
+    Args:
+      config: `config.search` (policy; gumbel: max_num_considered_actions, gumbel_scale,
+        value_scale; muzero: dirichlet_fraction, dirichlet_alpha, pb_c_init, pb_c_base).
+      num_actions: A.
+    Returns:
+      `policy(variables, key, root, recurrent_fn, invalid_actions, num_simulations) ->
+      mctx.PolicyOutput`, batched as mctx's policies.
+    Raises:
+      ValueError: a policy `search.Search` does not know.
+    """
+    import mctx
+
+    from az_jax import search
+
+    if config.policy not in search.POLICIES:
+        raise ValueError(f"search.policy={config.policy!r}; accepted: "
+                         f"{', '.join(search.POLICIES)}")
+    value_scale = float(config.get("value_scale", search.DEFAULT_VALUE_SCALE))
+
+    def policy(variables, key, root, recurrent_fn, invalid_actions, num_simulations):
+        with batched_backward():  # as `search.Search._search`: the same backup code
+            if config.policy == "gumbel":
+                return mctx.gumbel_muzero_policy(
+                    params=variables, rng_key=key, root=root, recurrent_fn=recurrent_fn,
+                    num_simulations=num_simulations, invalid_actions=invalid_actions,
+                    max_num_considered_actions=min(config.max_num_considered_actions,
+                                                   num_actions),
+                    gumbel_scale=config.gumbel_scale,
+                    qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
+                                                 value_scale=value_scale))
+            return mctx.muzero_policy(
+                params=variables, rng_key=key, root=root, recurrent_fn=recurrent_fn,
+                num_simulations=num_simulations, invalid_actions=invalid_actions,
+                qtransform=search.qtransform_parent_fpu,
+                dirichlet_fraction=config.dirichlet_fraction,
+                dirichlet_alpha=config.dirichlet_alpha, pb_c_init=config.pb_c_init,
+                pb_c_base=config.pb_c_base, temperature=1.0)
+
+    return policy
+
+
+def make_pgx_style_over(env, apply_fn, search_config, *, batch: int, plies: int,
+                        num_simulations: int) -> Callable:
+    """The loop of `make_pgx_selfplay` (a fresh root evaluation every ply, vmap(env.step)
+    in recurrent_fn, logits masked with finfo.min, the search of `search_policy`, finished
+    games reset) written over one of our envs, for games pgx does not have.
+
+    Args:
+      env: one of our envs (`envs.make`).
+      apply_fn: `(variables, obs float32[B, ...]) -> (logits [B, A], value [B])`.
+      search_config: `config.search`: the policy and its settings (`search_policy`) and the
+        per-ply discount gamma (-gamma where the turn passes, 0 at the end).
     Returns:
       `play(variables, states, key) -> (states, trajectory)`, not jitted.
     """
     import mctx
 
     evaluate = functools.partial(_masked_evaluation, apply_fn)
+    policy = search_policy(search_config, env.num_actions)
+    gamma = float(search_config.get("discount", 1.0))
 
     def recurrent_fn(variables, key, action, state):
         player = state.current_player
@@ -70,7 +132,7 @@ def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulation
         logits, value = evaluate(variables, state)
         out = mctx.RecurrentFnOutput(
             reward=state.rewards[jnp.arange(batch), player],
-            discount=jnp.where(state.done, 0.0, -1.0),
+            discount=jnp.where(state.done, 0.0, -gamma),
             prior_logits=logits,
             value=jnp.where(state.done, 0.0, value),
         )
@@ -81,11 +143,8 @@ def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulation
             k_search, k_step, k_reset = jax.random.split(key, 3)
             logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
             root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
-            out = mctx.gumbel_muzero_policy(
-                params=variables, rng_key=k_search, root=root, recurrent_fn=recurrent_fn,
-                num_simulations=num_simulations, invalid_actions=~state.legal_action_mask,
-                qtransform=mctx.qtransform_completed_by_mix_value, gumbel_scale=1.0,
-                max_num_considered_actions=max_num_considered_actions)
+            out = policy(variables, k_search, root, recurrent_fn, ~state.legal_action_mask,
+                         num_simulations)
             actor = state.current_player
             nxt = jax.vmap(env.step)(state, out.action, jax.random.split(k_step, batch))
             fresh = jax.vmap(env.init)(jax.random.split(k_reset, batch))
@@ -94,7 +153,7 @@ def make_pgx_style_over(env, apply_fn, *, batch: int, plies: int, num_simulation
                 fresh, nxt)
             record = (state.observation, out.action_weights,
                       nxt.rewards[jnp.arange(batch), actor], nxt.done,
-                      jnp.where(nxt.done, 0.0, -1.0))
+                      jnp.where(nxt.done, 0.0, -gamma))
             return reset, record
 
         return jax.lax.scan(step_fn, states, jax.random.split(key, plies))
@@ -109,16 +168,20 @@ def _masked_evaluation(apply_fn, variables, state):
     return jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min), value
 
 
-def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulations: int,
-                      max_num_considered_actions: int) -> Callable:
+def make_pgx_selfplay(pgx_env, apply_fn, search_config, *, batch: int, plies: int,
+                      num_simulations: int) -> Callable:
     """Self-play written the way pgx's AlphaZero example writes it (examples/alphazero/
     train.py in sotetsuk/pgx): `vmap(env.step)` inside `recurrent_fn`, logits masked with
     `finfo.min`, reward of the player who moved, discount -1 (0 at the end),
     `mctx.gumbel_muzero_policy`, and a `lax.scan` over plies with `pgx.experimental.auto_reset`.
+    The search follows our config as ours does (`search_policy`: the policy, its noise and
+    value settings, az_jax's batched backup; the discount -gamma), so that only the loop
+    differs from ours.
 
     Args:
-      pgx_env: a pgx two-player env.
+      pgx_env: a pgx two-player env whose turns alternate.
       apply_fn: `(variables, obs float32[B, ...]) -> (logits [B, A], value [B])`.
+      search_config: `config.search` (`search_policy`; discount gamma).
     Returns:
       `play(variables, states, key) -> (states, trajectory)`, not jitted.
     """
@@ -126,6 +189,8 @@ def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulati
     from pgx.experimental import auto_reset
 
     evaluate = functools.partial(_masked_evaluation, apply_fn)
+    policy = search_policy(search_config, pgx_env.num_actions)
+    gamma = float(search_config.get("discount", 1.0))
 
     def recurrent_fn(variables, key, action, state):
         del key
@@ -134,7 +199,7 @@ def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulati
         logits, value = evaluate(variables, state)
         out = mctx.RecurrentFnOutput(
             reward=state.rewards[jnp.arange(state.rewards.shape[0]), player],
-            discount=jnp.where(state.terminated, 0.0, -1.0),
+            discount=jnp.where(state.terminated, 0.0, -gamma),
             prior_logits=logits,
             value=jnp.where(state.terminated, 0.0, value),
         )
@@ -147,16 +212,13 @@ def make_pgx_selfplay(pgx_env, apply_fn, *, batch: int, plies: int, num_simulati
             k_search, k_step = jax.random.split(key)
             logits, value = apply_fn(variables, state.observation.astype(jnp.float32))
             root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
-            out = mctx.gumbel_muzero_policy(
-                params=variables, rng_key=k_search, root=root, recurrent_fn=recurrent_fn,
-                num_simulations=num_simulations, invalid_actions=~state.legal_action_mask,
-                qtransform=mctx.qtransform_completed_by_mix_value, gumbel_scale=1.0,
-                max_num_considered_actions=max_num_considered_actions)
+            out = policy(variables, k_search, root, recurrent_fn, ~state.legal_action_mask,
+                         num_simulations)
             actor = state.current_player
             nxt = step_reset(state, out.action, jax.random.split(k_step, batch))
             record = (state.observation, out.action_weights,
                       nxt.rewards[jnp.arange(batch), actor], nxt.terminated,
-                      jnp.where(nxt.terminated, 0.0, -1.0))
+                      jnp.where(nxt.terminated, 0.0, -gamma))
             return nxt, record
 
         return jax.lax.scan(step_fn, states, jax.random.split(key, plies))
@@ -184,11 +246,15 @@ def run(args: argparse.Namespace) -> dict:
     if twin and dict(c.env.kwargs):
         print(f"pgx comparison: {c.env.id} with its default parameters, not "
               f"{dict(c.env.kwargs)} (like for like with pgx)")
+    # The pgx-style loops search as ours (`search_policy`), but without root tactics.
+    if c.search.get("tactics", search.DEFAULT_TACTICS) != "none":
+        print(f"pgx comparison: ours without search.tactics={c.search.tactics!r}, which "
+              "the pgx-style loop has no twin of (like for like)")
+        c.search.tactics = "none"
     ours = envs.make(c.env.id, **({} if twin else c.env.kwargs))
     pgx_id = common.PGX_MATCH.get(c.env.id)
-    considered = min(c.search.max_num_considered_actions, ours.num_actions)
     if not twin:
-        return _run_null_over_ours(args, c, ours, batch, sims, considered)
+        return _run_null_over_ours(args, c, ours, batch, sims)
     adapter = envs.make(f"pgx:{pgx_id}")  # pgx's game on our protocol: pgx's observation
     pgx_env = pgx.make(pgx_id)
     keys = jax.random.split(jax.random.PRNGKey(1), batch)
@@ -213,9 +279,8 @@ def run(args: argparse.Namespace) -> dict:
     variables = network.init_variables(net, adapter, jax.random.PRNGKey(0))
     apply_fn = (null_apply(adapter.num_actions) if null
                 else lambda v, obs: net.apply(v, obs, None, train=False))
-    pgx_play = jax.jit(make_pgx_selfplay(pgx_env, apply_fn, batch=batch, plies=plies,
-                                         num_simulations=sims,
-                                         max_num_considered_actions=considered))
+    pgx_play = jax.jit(make_pgx_selfplay(pgx_env, apply_fn, c.search, batch=batch,
+                                         plies=plies, num_simulations=sims))
     calls = {
         "pgx-style": (pgx_play, (variables, jax.vmap(pgx_env.init)(keys),
                                  jax.random.PRNGKey(2)),
@@ -231,7 +296,7 @@ def run(args: argparse.Namespace) -> dict:
     return _report(args, c, calls, batch, sims, plies, pgx_id, f"pgx {pgx.__version__}")
 
 
-def _run_null_over_ours(args, c, env, batch, sims, considered) -> dict:
+def _run_null_over_ours(args, c, env, batch, sims) -> dict:
     """--null-network for a game pgx lacks: the pgx example's loop over our env against
     ours, both with a constant network."""
     from az_jax import search, selfplay
@@ -240,9 +305,8 @@ def _run_null_over_ours(args, c, env, batch, sims, considered) -> dict:
     keys = jax.random.split(jax.random.PRNGKey(1), batch)
     states = jax.vmap(env.init)(keys)
     apply_fn = null_apply(env.num_actions)
-    pgx_style = jax.jit(make_pgx_style_over(env, apply_fn, batch=batch, plies=plies,
-                                            num_simulations=sims,
-                                            max_num_considered_actions=considered))
+    pgx_style = jax.jit(make_pgx_style_over(env, apply_fn, c.search, batch=batch,
+                                            plies=plies, num_simulations=sims))
     search_fn = search.Search(env, apply_fn, c.search)
     game_ids = jnp.arange(batch, dtype=jnp.int32)
 
@@ -258,6 +322,23 @@ def _run_null_over_ours(args, c, env, batch, sims, considered) -> dict:
     if not args.quick:
         calls[f"ours {c.env.id}, game_ids, fresh roots"] = ours(False)
     return _report(args, c, calls, batch, sims, plies, None, "our env")
+
+
+def search_settings(config) -> dict:
+    """The search both sides of the comparison run (JSON-able): `config.search`'s policy,
+    the settings `search_policy` and the discount take from it, and the backup code."""
+    from az_jax import search
+
+    if config.policy == "gumbel":
+        settings = {"gumbel_scale": float(config.gumbel_scale),
+                    "value_scale": float(config.get("value_scale",
+                                                    search.DEFAULT_VALUE_SCALE))}
+    else:
+        settings = {k: float(config[k]) for k in ("dirichlet_fraction", "dirichlet_alpha",
+                                                   "pb_c_init", "pb_c_base")}
+    return {"policy": config.policy, **settings,
+            "discount": float(config.get("discount", 1.0)),
+            "backward": "az_jax's batched backward (batched_backward)"}
 
 
 def _report(args, c, calls, batch, sims, plies, pgx_id, versus) -> dict:
@@ -283,15 +364,21 @@ def _report(args, c, calls, batch, sims, plies, pgx_id, versus) -> dict:
     result = {
         "subcommand": "pgx", **common.machine(), "config": args.config, "env": c.env.id,
         "pgx_env": pgx_id, "versus": versus, "batch": batch,
-        "simulations": sims, "plies": plies, "network": network, "rows": rows,
+        "simulations": sims, "plies": plies, "network": network,
+        "search": search_settings(c.search), "rows": rows,
         "ours_over_pgx": rows[1]["over_pgx"],
         "ours_over_pgx_median": rows[1]["over_pgx_median"],
     }
     for r in rows[2:]:
         result[r["impl"] + " over pgx"] = r["over_pgx"]
+    settings = result["search"]
+    shown = ", ".join(f"{k} {v}" for k, v in settings.items() if k not in ("policy", "backward"))
     print(f"self-play, ours vs pgx's AlphaZero example style ({pgx_id or c.env.id}, "
-          f"{versus}): batch {batch}, {sims} simulations (Gumbel), {plies} plies, "
+          f"{versus}): batch {batch}, {sims} simulations, {plies} plies, "
           f"network {network} (load {result['load_average']:.1f})")
+    print(f"  both sides run the same search: {settings['policy']} ({shown}) with "
+          f"{settings['backward']},\n  so the ratio is the loop's (env step, root reuse, "
+          "bookkeeping); mctx's backward against ours: `bench backward`")
     head = (f"  {'implementation':<40} {'compile s':>9} {'moves/s':>9} {'sims/s':>9} "
             f"{'/pgx':>6} {'cpu s':>7} {'/pgx cpu':>8} {'per round: median':>17} {'range':>11}")
     print(head)

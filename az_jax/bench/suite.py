@@ -15,7 +15,9 @@ HELP = "env + selfplay + train + pgx with small defaults, one JSON"
 
 DESCRIPTION = """\
 Runs env, selfplay (with --devices: the scaling table), train and pgx one after the other
-with the same config and small defaults, and writes all their results into one JSON."""
+with the same config and small defaults, and writes all their results into one JSON (also
+the parts finished when a later one fails). The pgx part is skipped, with a note, for games
+pgx does not have (`bench pgx --null-network` compares the loops over our env there)."""
 
 # The parts, in order: subcommand name -> its module.
 PARTS = {"env": env_bench, "selfplay": selfplay_bench, "train": train_bench, "pgx": pgx_bench}
@@ -51,17 +53,32 @@ def run(args: argparse.Namespace) -> dict:
         "train": ["train", *shared] + (["--updates", str(args.updates)] if args.updates
                                        else []),
     }
-    if not args.no_pgx:
+    skipped = {}
+    game = common.load_config(args).env.id
+    if not args.no_pgx and game in common.PGX_MATCH:
         parts["pgx"] = ["pgx", *sized]
+    elif not args.no_pgx:
+        skipped["pgx"] = (f"pgx has no twin of {game!r} (only of "
+                          f"{', '.join(common.PGX_MATCH)}); `python -m az_jax.bench pgx "
+                          "--null-network` compares the self-play loops over our env")
     out = {"subcommand": "all", **common.machine()}
-    for name, argv in parts.items():
-        shown = argv if name == "env" else argv + overrides
-        print(f"\n== {name}: python -m az_jax.bench {' '.join(shown)}")
-        parser = argparse.ArgumentParser(prog=f"python -m az_jax.bench {name}")
-        PARTS[name].add_args(parser)
-        sub = parser.parse_args(argv[1:])
-        sub.subcommand, sub.config_overrides = name, args.config_overrides
-        out[name] = PARTS[name].run(sub)
-    out.update(load_average_end=common.load_average(), **common.peak_memory())
-    common.write_json(args.json, out)
+    name = None
+    try:
+        for name, argv in parts.items():
+            shown = argv if name == "env" else argv + overrides
+            print(f"\n== {name}: python -m az_jax.bench {' '.join(shown)}")
+            parser = argparse.ArgumentParser(prog=f"python -m az_jax.bench {name}")
+            PARTS[name].add_args(parser)
+            sub = parser.parse_args(argv[1:])
+            sub.subcommand, sub.config_overrides = name, args.config_overrides
+            out[name] = PARTS[name].run(sub)
+        name = None
+        for part, note in skipped.items():
+            print(f"\n== {part}: skipped: {note}")
+            out[part] = {"subcommand": part, "skipped": note}
+    finally:  # the parts finished so far, also when one fails
+        if name is not None:
+            out["failed_part"] = name
+        out.update(load_average_end=common.load_average(), **common.peak_memory())
+        common.write_json(args.json, out)
     return out
