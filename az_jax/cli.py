@@ -1,8 +1,11 @@
 """Command-line pieces shared by the front ends (no JAX import: `--help` stays fast)."""
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from az_jax import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound
@@ -83,3 +86,26 @@ def load_agent(args, num_simulations: int | None, then=None):
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM under `sigterm_as_interrupt`: the command stops as on Ctrl-C, through its
+    `finally` blocks (what it started ends with it), instead of dying at once."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While inside, SIGTERM raises `Terminated` in the main thread (called from another
+    thread, nothing changes: signal handlers belong to the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -427,31 +425,18 @@ def start_brain(env, checkpoint: str, turn_ms: int, stats: BrainStats, name: str
     return engine
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread: the evaluation stops as on Ctrl-C (running
-    matches stop, `run` closes its brains) instead of dying with its brains left running."""
-
-
-def _on_sigterm(signum, frame):
-    raise _Terminated()
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    on_main = threading.current_thread() is threading.main_thread()  # (handlers go there)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
     try:
-        run(args)
+        with cli.sigterm_as_interrupt():  # SIGTERM too ends the brains `run` started
+            run(args)
     except (ValueError, FileNotFoundError, ImportError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        terminated = isinstance(e, _Terminated)
+        terminated = isinstance(e, cli.Terminated)
         print("terminated" if terminated else "interrupted", file=sys.stderr)
         return 143 if terminated else 130
-    finally:
-        if on_main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 

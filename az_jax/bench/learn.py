@@ -33,7 +33,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -113,15 +112,6 @@ def _steps(workdir: Path) -> list[int]:
 STOP_WAIT_S = 120.0
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM to bench learn while it trains: stops the trainer as Ctrl-C does (the trainer
-    runs in its own session, so a signal to this process's group no longer reaches it)."""
-
-
-def _on_sigterm(signum, frame):
-    raise _Terminated()
-
-
 def _stop(proc: subprocess.Popen, signalled: bool, log) -> None:
     """Stops the trainer as --minutes does: SIGTERM (once: a second one aborts it unsaved),
     then up to STOP_WAIT_S for it to save and exit; killed after that or on a Ctrl-C."""
@@ -165,9 +155,9 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
     t0 = time.monotonic()
     seen: dict[int, float] = {}
     stopped_by, signalled, interrupted = "finished", False, None
-    on_main = threading.current_thread() is threading.main_thread()  # (handlers go there)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
-    try:
+    # SIGTERM to bench learn stops the trainer as Ctrl-C does (the trainer runs in its own
+    # session, so a signal to this process's group no longer reaches it).
+    with cli.sigterm_as_interrupt():
         with open(workdir / "train.log", "w") as out:
             # Its own session: a Ctrl-C at the terminal reaches this process alone, which
             # stops the trainer with one SIGTERM (two would abort it unsaved).
@@ -187,12 +177,9 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
                         log(f"{now / 60:.1f} min: SIGTERM (the trainer saves and stops)")
                 proc.wait()
             except BaseException as e:
-                why = "SIGTERM" if isinstance(e, _Terminated) else type(e).__name__
+                why = "SIGTERM" if isinstance(e, cli.Terminated) else type(e).__name__
                 interrupted, stopped_by = e, f"interrupted ({why})"
                 _stop(proc, signalled, log)
-    finally:
-        if on_main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     seconds = time.monotonic() - t0
     for s in _steps(workdir):
         seen.setdefault(s, seconds)
