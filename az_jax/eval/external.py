@@ -517,10 +517,11 @@ def _end(proc: subprocess.Popen) -> None:
         proc.stdin.close()
 
 
-def _reap(running: list) -> None:
-    """`_end`s every process of the list, emptying it (the brain's finalizer)."""
-    while running:
-        _end(running.pop())
+def _reap(procs: list) -> None:
+    """`_end`s every process of the list not yet reaped (the brain's finalizer)."""
+    for proc in procs:
+        if proc.returncode is None:  # (a reaped one's group id may belong to others now)
+            _end(proc)
 
 
 class GomocupBrain:
@@ -549,8 +550,7 @@ class GomocupBrain:
         self._lines: queue.Queue | None = None
         self._stderr: collections.deque = collections.deque(maxlen=20)
         self._info_sent = False  # INFO sent, and no answer read since (see `_ask`)
-        self._running: list[subprocess.Popen] = []  # started and not yet ended
-        self._finalizer = weakref.finalize(self, _reap, self._running)
+        self._finalizer = weakref.finalize(self, _reap, self.spawned)
 
     # ------------------------------------------------------------------ process
     def start(self) -> None:
@@ -570,7 +570,6 @@ class GomocupBrain:
                                          f"{e}") from None
         self.proc, self._lines = proc, queue.Queue()
         self.spawned.append(proc)
-        self._running.append(proc)
         self._stderr.clear()
         threading.Thread(target=self._pump, args=(proc.stdout, self._lines), daemon=True).start()
         threading.Thread(target=self._pump, args=(proc.stderr, None), daemon=True).start()
@@ -703,7 +702,6 @@ class GomocupBrain:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1.0)
         _end(proc)  # also what it started and left behind
-        self._running.remove(proc)
 
     # ------------------------------------------------------------------ moves
     def _xy(self, action: int) -> str:
