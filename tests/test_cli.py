@@ -41,6 +41,22 @@ def test_help_texts_name_models_that_exist():
         assert name in shipped, name
 
 
+def test_readme_set_up_is_two_commands_and_ci_runs_the_second():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Set up"):]
+    section = section[:section.index("\n## ", 3)]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    ")]
+    assert len(commands) == 2, commands  # install and train; install and test
+    train, test = commands
+    for command in commands:  # a fresh machine's Python may refuse a system-wide install
+        assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && "), command
+    assert train.endswith("pip install -e . && python train.py"), train
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == test, (ci[-1], test)
+    assert "pytest" in test and '".[test,solver]"' in test
+
+
 @pytest.mark.parametrize("port", ["99999", "-1"])
 def test_web_bad_port_is_one_line(port, capsys):
     assert server.main(["--model", "connect4", "--port", port]) == 2
