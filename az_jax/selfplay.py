@@ -80,7 +80,7 @@ def per_game_keys(key, game_ids):
 
 
 def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies: int,
-             temperature_plies: int, greedy_from_search: bool = True,
+             temperature_plies: int, greedy_from_search: bool | None = None,
              game_ids: jax.Array | None = None, reuse_root: bool | None = None,
              fast_simulations: int = 0,
              full_search_fraction: float = 1.0,
@@ -100,8 +100,10 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
         moves the search visited (all legal ones with enough simulations); their positions
         still get the search's policy target. Diversity against self-play collapsing onto
         one line.
-      greedy_from_search: late-game move = the search's own choice (Gumbel) instead of the
-        argmax of the policy target.
+      greedy_from_search: late-game move = the search's own choice instead of the argmax
+        of the policy target. Default: with Gumbel search (`search.config.policy`), whose
+        choice is the best of the considered moves; PUCT's in self-play is sampled by the
+        visits, so its late moves take the most visited one.
       game_ids: int32[B] global indices of these games (default arange(B)); see
         `per_game_keys`.
       reuse_root: take each root's evaluation from the previous search's tree (see the
@@ -134,6 +136,8 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
     elif reuse_root and restarts:
         raise ValueError("reuse_root=True does not combine with restarts from the archive "
                          "(archive_starts > 0)")
+    if greedy_from_search is None:
+        greedy_from_search = search.config.policy == "gumbel"
     batch = states.current_player.shape[0]
     rows = jnp.arange(batch)
     if game_ids is None:

@@ -213,7 +213,7 @@ def make_steps(setup: Setup):
         traj, states = selfplay.selfplay(
             setup.search, setup.env, variables, games.states, key,
             num_plies=c.selfplay.num_plies, temperature_plies=c.selfplay.temperature_plies,
-            greedy_from_search=c.search.policy == "gumbel", game_ids=game_ids,
+            game_ids=game_ids,
             fast_simulations=c.selfplay.get("fast_simulations", 0),
             full_search_fraction=c.selfplay.get("full_search_fraction", 1.0),
             random_plies=c.selfplay.get("random_plies", 0), archive=games.archive,

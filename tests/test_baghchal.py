@@ -482,3 +482,21 @@ def test_observation_planes():
     obs = np.asarray(end.observation)
     np.testing.assert_array_equal(obs[..., 2:4], 0.0)
     np.testing.assert_allclose(obs[..., 4:6], np.broadcast_to([0.0, 0.4], (5, 5, 2)))
+
+
+def test_a_move_that_draws_is_not_a_win_for_the_root_tactics():
+    """The "win" tactics keep only moves that win at once. A move completing a threefold
+    repetition ends the game as a draw (rewards 0): it must not count as a win, so the
+    goats keep every legal move (hand-worked from `test_threefold_repetition_is_a_draw`:
+    after 7 plies of the cycle, the goats' B5-C5 draws)."""
+    from az_jax import search
+
+    cycle = ["A5-A4", "C5-B5", "A4-A5", "B5-C5"]
+    s = play(position(REP, player=1, captured=2), *cycle, *cycle[:3])
+    drawing = env.parse_action("B5-C5", s)
+    assert _result(play(s, "B5-C5")) == (True, False, [0.0, 0.0])  # the draw
+    legal = np.asarray(s.legal_action_mask)
+    assert legal[drawing] and legal.sum() > 1
+    for tactics in ("win", "win_and_block"):
+        mask = np.asarray(search.tactical_mask(env, s, tactics))
+        assert mask[drawing] and mask.sum() > 1, tactics

@@ -159,15 +159,18 @@ def test_surprise_weights_hand_worked():
     assert learner.surprise_weights(logits, jnp.zeros((3, 2)), 1.0).tolist() == [1, 1, 1]
 
 
-def test_surprise_weight_one_ignores_a_position_the_network_already_predicts():
+@pytest.mark.parametrize("value_head", network.VALUE_HEADS)
+def test_surprise_weight_one_ignores_a_position_the_network_already_predicts(value_head):
     """With surprise_weight=1 a position whose target equals the network's policy weighs 0:
-    its value target no longer moves the loss; with 0 (AlphaZero) it does."""
+    its value target no longer moves the loss; with 0 (AlphaZero) it does. For both value
+    heads: the wdl head's cross-entropy is weighted as the tanh head's squared error."""
     from az_jax import learner
     from az_jax.replay import Sample
 
     env = envs.make("tictactoe")
     # no batch norm: the loss's training-mode policy is the one computed here
-    net = network.ResNet(num_actions=env.num_actions, channels=4, num_blocks=0, norm="none")
+    net = network.ResNet(num_actions=env.num_actions, channels=4, num_blocks=0, norm="none",
+                         value_head=value_head)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
     obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (2, *env.observation_shape))
     mask = jnp.ones((2, env.num_actions), bool)
@@ -274,6 +277,103 @@ def test_unknown_value_head_is_refused():
                                             dtype="float32", head="dense", value_head="mse"))
     with pytest.raises(ValueError, match="network.value_head='mse'; accepted: tanh, wdl"):
         network.make_network(config, envs.make("tictactoe"))
+
+
+@pytest.mark.parametrize("value_head", network.VALUE_HEADS)
+def test_loss_is_the_policy_cross_entropy_plus_the_weighted_value_term(value_head):
+    """Worked in numpy from the network's own outputs: the cross-entropy summed over the
+    positions with a policy target and divided by their count (here 2 of 3), plus
+    value_weight times the value term (tanh: mean (v - z)^2; wdl: the mean cross-entropy of
+    the raw logits against hand-written win/draw/loss targets). Two value weights, so a
+    loss that ignored the weight fails."""
+    from az_jax import learner
+    from az_jax.replay import Sample
+
+    env = envs.make("tictactoe")
+    net = network.ResNet(num_actions=9, channels=4, num_blocks=0, norm="none",
+                         value_head=value_head)
+    params = network.init_variables(net, env, jax.random.PRNGKey(0))["params"]
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (3, *env.observation_shape))
+    mask = jnp.ones((3, 9), bool).at[0, 4].set(False)  # one masked (illegal) action
+    policy = np.zeros((3, 9), np.float32)
+    policy[0, [0, 2]] = 0.5
+    policy[1, 8] = 1.0  # row 2: no policy target (a fast search's position)
+    z = np.array([1.0, -0.5, 0.0], np.float32)
+    batch = Sample(obs, jnp.asarray(policy), mask, jnp.asarray(z))
+    logits, value, raw = (np.asarray(x, np.float64) for x in net.apply(
+        {"params": params}, obs, mask, value_outputs=True))
+
+    def log_softmax(x):
+        x = x - x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+    ce = -(policy * log_softmax(logits)).sum() / 2
+    if value_head == "tanh":
+        term = ((value - z) ** 2).mean()
+    else:  # win, draw, loss for z = 1, -0.5, 0
+        t = np.array([[1, 0, 0], [0, 0.5, 0.5], [0, 1, 0]])
+        term = -(t * log_softmax(raw)).sum(-1).mean()
+    loss = jax.jit(lambda w: learner.loss_fn(params, {}, net, batch, w)[0])
+    for weight in (0.5, 2.0):
+        np.testing.assert_allclose(loss(weight), ce + weight * term, rtol=1e-5)
+
+
+def test_a_non_finite_batch_skips_the_update_and_counts_it():
+    """A NaN or infinite value target makes the loss non-finite: `learner.update` returns
+    the state it was given bit for bit (params, batch statistics, optimizer moments, and
+    the step count: "state unchanged") with metrics["skipped"] = 1. A finite batch moves
+    the params and the step, skipped 0 (so the test fails both ways)."""
+    import functools
+
+    from az_jax import learner
+    from az_jax.replay import Sample
+
+    env = envs.make("tictactoe")
+    net = network.ResNet(num_actions=9, channels=4, num_blocks=0, norm="batch")
+    config = ml_collections.ConfigDict(dict(optimizer="adamw", learning_rate=0.1,
+                                            schedule="constant", warmup_steps=0,
+                                            weight_decay=0.01, max_grad_norm=1.0))
+    tx = learner.make_optimizer(config, 10)
+    start = learner.init_train_state(
+        network.init_variables(net, env, jax.random.PRNGKey(0)), tx)
+    update = jax.jit(functools.partial(learner.update, net=net, tx=tx))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.4, (4, *env.observation_shape))
+    batch = Sample(obs, jax.nn.one_hot(jnp.arange(4), 9), jnp.ones((4, 9), bool),
+                   jnp.array([1.0, -1.0, 0.0, 1.0]))
+    leaves = lambda state: [np.asarray(x) for x in jax.tree.leaves(state)]
+
+    state, metrics = update(start, batch)  # a finite step: moments no longer zero
+    assert int(state.step) == 1 and float(metrics["skipped"]) == 0
+    assert any(not np.array_equal(a, b) for a, b in zip(
+        leaves(state.params), leaves(start.params), strict=True))
+    for bad in (np.nan, np.inf):
+        after, metrics = update(state, batch._replace(value=batch.value.at[2].set(bad)))
+        assert not np.isfinite(float(metrics["loss"]))
+        assert float(metrics["skipped"]) == 1
+        assert jax.tree.structure(after) == jax.tree.structure(state)
+        for got, want in zip(leaves(after), leaves(state), strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("head", network.HEADS)
+def test_illegal_actions_get_the_most_negative_finite_logit(head):
+    """net.apply(variables, obs, legal_mask): every illegal action's logit is exactly
+    finfo(float32).min (finite, never -inf), every legal one is the unmasked network's own
+    finite logit, and the softmax gives the illegal actions no probability."""
+    env = envs.make("tictactoe")
+    net = network.ResNet(num_actions=9, channels=4, num_blocks=1, head=head)
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.4, (4, *env.observation_shape))
+    mask = jax.random.bernoulli(jax.random.PRNGKey(2), 0.5, (4, 9)).at[:, 0].set(True)
+    masked, _ = net.apply(variables, obs, mask)
+    free, _ = net.apply(variables, obs)
+    masked, free, mask = np.asarray(masked), np.asarray(free), np.asarray(mask)
+    assert masked.dtype == np.float32 and (~mask).any()
+    lowest = np.finfo(np.float32).min
+    np.testing.assert_array_equal(masked[~mask], lowest)
+    np.testing.assert_array_equal(masked[mask], free[mask])
+    assert np.isfinite(free).all() and (free > lowest).all()
+    assert (np.asarray(jax.nn.softmax(masked))[~mask] == 0).all()
 
 
 @pytest.mark.slow

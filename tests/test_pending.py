@@ -236,3 +236,25 @@ def test_q_target_weight_mixes_the_root_value_in():
     assert set(np.unique(stored[0.0])) <= {-1.0, 0.0, 1.0}
     assert np.abs(stored[1.0]).max() <= 1.0
     assert not np.isin(stored[1.0], [-1.0, 0.0, 1.0]).all()  # root values, not results
+
+
+def test_the_trainer_discounts_pending_targets():
+    """With search.discount = 0.9 the trainer's stored value targets are the discounted
+    outcomes, hand-derived: 0 for a draw, +-0.9^k for a ply k plies before the game's
+    last move (Bagh-Chal's config trains so); never only the undiscounted +-1."""
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    c = tiny_training(tictactoe.get_config(), selfplay__num_plies=9, search__discount=0.9)
+    assert trainer.targets_mode(c) == "pending"
+    setup = trainer.Setup(c, jax.devices()[:1])
+    train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
+    play, _ = trainer.make_steps(setup)
+    _, buffer, _ = jax.jit(play)(train_state.variables, games, buffer, jax.random.PRNGKey(1))
+    sizes, values = np.asarray(buffer.size), np.asarray(buffer.data.value)
+    stored = np.concatenate([values[s, :n] for s, n in enumerate(sizes)])
+    allowed = np.array([0.0] + [sign * 0.9 ** k for k in range(9) for sign in (1, -1)])
+    assert len(stored) >= 8 * 5  # every ply of every game (all end within the window)
+    assert np.isclose(stored[:, None], allowed[None]).any(1).all(), np.unique(stored)
+    assert ((np.abs(stored) > 0) & (np.abs(stored) < 0.95)).any()

@@ -21,13 +21,14 @@ def _traj(player, reward, done, next_player):
         done=jnp.asarray(done, bool), next_player=jnp.asarray(next_player, jnp.int32))
 
 
-def _tiny_search(policy="gumbel", **more):
-    """A one-block, 8-channel tic-tac-toe network and its 4-simulation search."""
+def _tiny_search(policy="gumbel", num_simulations=4, **more):
+    """A one-block, 8-channel tic-tac-toe network and its (4-simulation) search."""
     net = network.ResNet(num_actions=9, channels=8, num_blocks=1, norm="none")
     variables = network.init_variables(net, ENV, jax.random.PRNGKey(0))
     cfg = ml_collections.ConfigDict(dict(
-        policy=policy, num_simulations=4, max_num_considered_actions=4, gumbel_scale=1.0,
-        dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25, pb_c_base=19652.0,
+        policy=policy, num_simulations=num_simulations, max_num_considered_actions=4,
+        gumbel_scale=1.0, dirichlet_alpha=0.3, dirichlet_fraction=0.25, pb_c_init=1.25,
+        pb_c_base=19652.0,
         **more))
     return variables, search.make_search(ENV, net, cfg)
 
@@ -334,3 +335,118 @@ def test_updates_wait_for_every_shard():
         assert replay_ready(xp.array([99, 1]), 100)
         assert not replay_ready(xp.array([50, 49]), 100)
         assert replay_ready(xp.array([1, 1, 1, 1]), 0)
+
+
+def _sample_one(env, state, action, n, seed):
+    """`n` rows sampled (with symmetries) from a replay holding only `state`'s observation,
+    its legal mask and a one-hot policy target at `action`, value 1."""
+    one = replay.Sample(state.observation[None], jax.nn.one_hot(action, env.num_actions)[None],
+                        state.legal_action_mask[None], jnp.ones(1))
+    buf = replay.ReplayBuffer(capacity=1, env=env)
+    data = buf.add(buf.init(replay.example_sample(env)), one, jnp.ones(1, bool))
+    batch = jax.jit(lambda s, k: buf.sample(s, k, n))(data, jax.random.PRNGKey(seed))
+    np.testing.assert_array_equal(batch.value, 1.0)
+    return [tuple(np.asarray(x[i]).tobytes() for x in batch[:3]) for i in range(n)]
+
+
+def test_replay_draws_every_symmetry_uniformly():
+    """Tic-tac-toe: X on cell 1 and O on cell 0, X to move (no symmetry maps the position to
+    itself), policy target on cell 5. 512 draws show exactly the 8 images of the square's
+    symmetry group, made here with numpy (rotations of the board and of its transpose), each
+    about 1/8 of the time; the policy and the mask move with the board. A sampler that never
+    drew one of the symmetries fails (for Connect4 that would leave only the identity)."""
+    state = ENV.step(ENV.step(ENV.init(jax.random.PRNGKey(0)), 1), 0)
+    obs = np.asarray(state.observation)
+    assert obs[0, 1, 0] and obs[0, 0, 1] and obs[..., 0].sum() + obs[..., 1].sum() == 2
+    pol = np.zeros((3, 3), np.float32)
+    pol[1, 2] = 1.0  # cell 5
+    mask = np.asarray(state.legal_action_mask).reshape(3, 3)
+    want = set()
+    for base in (lambda g: g, lambda g: np.swapaxes(g, 0, 1)):
+        for k in range(4):
+            t = lambda g: np.ascontiguousarray(np.rot90(base(g), k, axes=(0, 1)))
+            want.add((t(obs).tobytes(), t(pol).reshape(9).tobytes(),
+                      t(mask).reshape(9).tobytes()))
+    assert len(want) == 8
+    rows = _sample_one(ENV, state, 5, 512, seed=3)
+    counts = {key: rows.count(key) for key in set(rows)}
+    assert len(counts) == 8, f"{len(counts)} of the 8 symmetries drawn"
+    assert set(counts) == want, "a drawn row is no symmetric image of the position"
+    assert all(32 <= c <= 96 for c in counts.values()), counts  # 64 expected, sd 7.5
+
+
+def test_replay_draws_both_connect4_mirrors():
+    """Connect4 after X drops in column 0 (O to move), policy target column 2: the samples
+    show the position and its left-right mirror (made with numpy), with the policy on
+    column 2 and column 4 respectively, and nothing else."""
+    env = envs.make("connect4")
+    state = env.step(env.init(jax.random.PRNGKey(0)), 0)
+    obs = np.asarray(state.observation)
+    assert obs[5, 0, 1] and obs[..., :2].sum() == 1  # the opponent's stone, bottom left
+    pol = np.zeros(7, np.float32)
+    pol[2] = 1.0
+    mask = np.ones(7, bool)
+    np.testing.assert_array_equal(state.legal_action_mask, mask)
+    mirror = np.ascontiguousarray(np.flip(obs, 1))
+    want = {(obs.tobytes(), pol.tobytes(), mask.tobytes()),
+            (mirror.tobytes(), np.roll(pol, 2).tobytes(), mask.tobytes())}  # column 4
+    rows = _sample_one(env, state, 2, 64, seed=4)
+    assert len(set(rows)) == 2, f"{len(set(rows))} of the 2 symmetries drawn"
+    assert set(rows) == want, "a drawn row is neither the position nor its mirror"
+
+
+def test_sampled_moves_follow_the_policy_until_temperature_plies():
+    """The first `temperature_plies` plies sample in proportion to the search policy (not
+    to a softmax of it), and ply `temperature_plies` itself is already greedy: a hand-given
+    policy 0.6 / 0.3 / 0.1 over three visited moves, 4000 draws."""
+    weights = jnp.array([0.6, 0.0, 0.3, 0.1])
+    visited = jnp.array([True, False, True, True])
+    keys = jax.random.split(jax.random.PRNGKey(3), 4000)
+    pick = jax.vmap(selfplay.select_action, in_axes=(0,) + (None,) * 7)
+    last_sampled = np.asarray(pick(keys, 3, weights, visited, 4, 5, False, 0))
+    freq = np.bincount(last_sampled, minlength=4) / len(keys)
+    np.testing.assert_allclose(freq, [0.6, 0.0, 0.3, 0.1], atol=0.03)  # softmax: .43/0/.32/.26
+    for greedy_from_search, expected in ((False, 0), (True, 3)):  # argmax, or search's own
+        first_greedy = np.asarray(pick(keys, 3, weights, visited, 5, 5, greedy_from_search, 0))
+        np.testing.assert_array_equal(first_greedy, expected)
+
+
+def _single_winning_move():
+    """X to move with one empty cell (8) left, which wins (2-5-8): X O X / X O X / O X ."""
+    state = ENV.init(jax.random.PRNGKey(0))
+    for m in (2, 0, 3, 1, 5, 4, 7, 6):
+        state = ENV.step(state, jnp.int32(m), jax.random.PRNGKey(0))
+    assert np.asarray(state.legal_action_mask).tolist() == [False] * 8 + [True]
+    return state
+
+
+def test_recorded_root_value_is_the_search_value():
+    """The trajectory's root value (bootstrap and q-target data) is the search's value of
+    the root, not the network's: with a network whose value is 0 and N simulations that
+    all play the one winning move, mctx averages the root's 0 with N wins: N / (N + 1)."""
+    variables, fn = _tiny_search()  # 4 simulations
+    flat = jax.tree.map(jnp.zeros_like, variables)  # logits 0, value 0
+    states = jax.tree.map(lambda x: jnp.stack([x, x]), _single_winning_move())
+    traj, _ = jax.jit(lambda s, k: selfplay.selfplay(
+        fn, ENV, flat, s, k, num_plies=1, temperature_plies=0, reuse_root=False))(
+            states, jax.random.PRNGKey(0))
+    np.testing.assert_allclose(np.asarray(traj.root_value), [[4 / 5, 4 / 5]], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(traj.reward), [[1.0, 1.0]])
+
+
+def test_puct_selfplay_plays_the_most_visited_move_after_temperature_plies():
+    """PUCT's own choice in self-play is sampled in proportion to the visits; past the
+    sampled plies self-play plays the most visited move instead (selfplay's default for
+    `policy=muzero`). 32 games, one ply, temperature_plies 0: the stone each game added
+    is a most visited root move."""
+    variables, fn = _tiny_search(policy="muzero", num_simulations=24)
+    states = _positions([[], [4], [0], [0, 4]] * 8)
+    play = jax.jit(lambda s, k: selfplay.selfplay(fn, ENV, variables, s, k, num_plies=1,
+                                                  temperature_plies=0))
+    traj, after = play(states, jax.random.PRNGKey(5))
+    before = np.asarray(states.observation[..., :2].sum(-1))  # [B, 3, 3] stones
+    added = np.asarray(after.observation[..., :2].sum(-1)) - before
+    moves = added.reshape(len(before), 9).argmax(-1)  # the cell that got a stone
+    assert (added.reshape(len(before), 9).sum(-1) == 1).all()
+    policy = np.asarray(traj.policy[0])  # [B, 9] visit shares
+    np.testing.assert_array_equal(policy[np.arange(len(moves)), moves], policy.max(-1))

@@ -81,6 +81,32 @@ def test_draw_on_full_board():
     assert state.legal_action_mask.all()
 
 
+def test_observation_planes_hand_worked():
+    """The docstring's planes, from the mover's side: 0 the mover's marks, 1 the
+    opponent's, 2 all ones when the mover is X. After X takes the centre, O is to move:
+    O has no mark, X's is at (1, 1), plane 2 is zeros. After O takes the top-left corner,
+    X is to move: X's mark at (1, 1), O's at (0, 0), plane 2 all ones."""
+    centre, corner = np.zeros((3, 3), bool), np.zeros((3, 3), bool)
+    centre[1, 1] = corner[0, 0] = True
+    start = np.asarray(play([]).observation)
+    assert start.shape == (3, 3, 3) and start.dtype == bool
+    np.testing.assert_array_equal(start[..., 0], np.zeros((3, 3), bool))
+    np.testing.assert_array_equal(start[..., 1], np.zeros((3, 3), bool))
+    np.testing.assert_array_equal(start[..., 2], np.ones((3, 3), bool))
+    state = play([4])
+    assert int(state.current_player) == 1
+    obs = np.asarray(state.observation)
+    np.testing.assert_array_equal(obs[..., 0], np.zeros((3, 3), bool))
+    np.testing.assert_array_equal(obs[..., 1], centre)
+    np.testing.assert_array_equal(obs[..., 2], np.zeros((3, 3), bool))
+    state = STEP(state, 0)
+    assert int(state.current_player) == 0
+    obs = np.asarray(state.observation)
+    np.testing.assert_array_equal(obs[..., 0], centre)
+    np.testing.assert_array_equal(obs[..., 1], corner)
+    np.testing.assert_array_equal(obs[..., 2], np.ones((3, 3), bool))
+
+
 @pytest.mark.parametrize("bad", [0, -1, 9, 100])
 def test_illegal_move_loses(bad):
     state = play([0, 4])  # X to move; 0 is occupied, the rest are out of range

@@ -49,7 +49,6 @@ def make_selfplay_program(env, search_fn, c, plies: int,
     def play(variables, states, key, game_ids=None):
         return selfplay.selfplay(search_fn, env, variables, states, key, num_plies=plies,
                                  temperature_plies=c.selfplay.temperature_plies,
-                                 greedy_from_search=c.search.policy == "gumbel",
                                  game_ids=game_ids, reuse_root=reuse_root)
 
     return play
