@@ -33,6 +33,8 @@ def get_config():
     c.env.kwargs.ones = False
     c.env.kwargs.lowest = False
     if default.on_cpu():  # CPU-sized variant
+        # 3x32: 4x32 (47% slower an iteration) and 4x24 were level or worse at equal wall
+        # clock (docs/learning.md, "A seventh round" and "A twenty-second round").
         default.size(c, channels=32, num_blocks=3, num_simulations=16, games=128, plies=16,
                      updates=16, batch=256, iterations=1100, capacity=50_000)
         # Learning rate: the winner of three equal-wall-clock rounds (docs/learning.md,
