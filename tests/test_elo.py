@@ -39,6 +39,25 @@ def test_fit_recovers_order_and_gaps():
         assert r.games == 400 * (len(true) - 1)
 
 
+
+def test_two_players_closed_form():
+    """One pair has a closed form (no prior on the ratings, the one virtual draw): the gap
+    is 400 log10 of the score ratio (W + D/2 + 1/2) / (L + D/2 + 1/2), and its standard
+    error 400 / ln 10 / sqrt(n p (1 - p)) with n = games + 1 and p the smoothed score.
+    Draws count half to each side, whichever name sorts first."""
+    for a, b in (("x", "random"), ("random", "x")):
+        if a == "x":
+            m = {"a": a, "b": b, "wins": 7, "draws": 2, "losses": 1}
+        else:
+            m = {"a": a, "b": b, "wins": 1, "draws": 2, "losses": 7}
+        r = elo.fit([m], prior_sd=1e9)["x"]
+        assert r.elo == pytest.approx(400 * math.log10(8.5 / 2.5), abs=0.05)
+        p = 8.5 / 11
+        assert r.stderr == pytest.approx(400 / math.log(10) / math.sqrt(11 * p * (1 - p)),
+                                         abs=0.05)
+        assert elo.fit([dict(m, wins=0, draws=10, losses=0)])["x"].elo == pytest.approx(
+            0.0, abs=1e-6)
+
 def test_anchor_and_chain():
     """Players who never met random are rated through the players in between."""
     rng = np.random.default_rng(1)

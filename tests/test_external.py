@@ -181,3 +181,17 @@ def test_training_config_rejects_an_unusable_engine(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="eval.opponents: opponent 'baghchal-minimax:1' "
                                          "needs the PyPI package 'baghchal'"):
         config_lib.validate(_tiny_baghchal("baghchal-minimax:1"), 1)
+
+
+def test_a_match_seen_from_the_engine_s_side():
+    """`evaluate --brain` plays the host's match with the engine as the other player, then
+    turns it round: A won 3, drew 1 as first player and won 1, lost 2 as second, so B,
+    first in the games where A was second, won 2 and lost 1 there, and as second drew 1
+    and lost 3 (hand-worked)."""
+    from az_jax.eval.gauntlet import _swapped
+    from az_jax.eval.match import WDL, MatchResult
+
+    r = _swapped(MatchResult("a", "b", WDL(3, 1, 0), WDL(1, 0, 2), notes="2 forfeits"))
+    assert (r.player, r.opponent) == ("b", "a")
+    assert (r.first, r.second) == (WDL(2, 0, 1), WDL(0, 1, 3))
+    assert r.notes == "b: 2 forfeits"

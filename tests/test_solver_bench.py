@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -92,7 +93,34 @@ def test_count_mistakes():
     assert solver_bench.count_mistakes([p, q], [2, 3]) == (2, 1, 2)  # 3 is full in q
     s = solver_bench.count_mistakes([p], [-1])
     assert s.mistakes == 1 and s.rate == 1.0 and s.critical_rate == 1.0
+    s = solver_bench.count_mistakes([p, q], [2, 0])  # a draw where p wins; q: a win
+    assert (s.rate, s.critical_rate) == (0.5, 1.0)  # per position; per critical one
     assert solver_bench.random_mistake_rate([p]) == pytest.approx(6 / 7)
+
+
+def test_random_mistake_rate_counts_only_the_open_columns():
+    """E[rand] by hand, column 4 full: of the 6 legal moves 4 lose where 2 draw, so a
+    uniform legal move errs with probability 4/6 (not 4/7, nor with the full column as a
+    move); averaged per position with one where every open move wins (0)."""
+    full = Position("444444", 0, (0, 0, -3, None, -1, -2, -3))
+    wins = Position("444444", 5, (5, 5, 5, None, 5, 5, 5))
+    assert solver_bench.random_mistake_rate([full]) == pytest.approx(4 / 6)
+    assert solver_bench.random_mistake_rate([full, wins]) == pytest.approx(2 / 6)
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_agent_actions_keep_each_position_s_own_move(positions, states, pad):
+    """Batches of 64 over the 200 positions (the last one short, padded or not): each
+    position gets the move its own state asks for. The player plays (stones on the board)
+    mod 7, which the file says without the env: len(moves) % 7."""
+    def act(params, s, key):
+        del params, key
+        return ((s.game.board >= 0).sum((-2, -1)) % 7).astype(jnp.int32)
+
+    agent = players.Player("count", "count", act)
+    got = solver_bench.agent_actions(agent, states, jax.random.PRNGKey(0), batch_size=64,
+                                     pad=pad)
+    np.testing.assert_array_equal(got, [len(p.moves) % 7 for p in positions])
 
 
 def test_mistake_plies_by_hand():

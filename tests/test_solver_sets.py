@@ -191,6 +191,17 @@ def test_summary_table_pools_sets_and_phases(tmp_path):
     assert "end (all)" in s and "middle (all)" not in s
     text = solver_bench.format_table(rows)
     assert text.splitlines()[-1].split()[:3] == ["all", "sets", "60"]
+    # A second agent on the same positions: counts stay per position, each agent's rates
+    # its own mistakes over them (hand-counted).
+    two = rows + [row("d/beginning_easy.txt", "mcts", 10, 0, 0.3),
+                  row("d/beginning_hard.txt", "mcts", 30, 3, 0.8),
+                  row("d/end_hard.txt", "mcts", 20, 1, 0.6)]
+    s = {r["set"]: r for r in solver_bench.summarize(two)}
+    assert (s["beginning (all)"]["positions"], s["beginning (all)"]["critical"]) == (40, 40)
+    assert (s["all sets"]["positions"], s["all sets"]["critical"]) == (60, 60)
+    assert s["beginning (all)"]["rates"] == pytest.approx({"net": 10 / 40, "mcts": 3 / 40})
+    assert s["all sets"]["rates"] == pytest.approx({"net": 20 / 60, "mcts": 4 / 60})
+    assert s["all sets"]["random_rate"] == pytest.approx((3 + 24 + 12) / 60)
     # A directory stands for its set files, the nine names first in their order.
     for name in ("zz_other", "end_hard", "beginning_easy"):
         (tmp_path / f"{name}.txt").write_text("44 1 -2,-1,0,1,0,-1,-2\n")
