@@ -101,6 +101,32 @@ def test_wilson_and_gate():
     assert not match.passes_gate(res(0, 0, 0), 0.0)
 
 
+def test_wdl_score_counts_a_draw_as_half_a_win():
+    """(W + D/2) / N by hand: 3 wins, 4 draws, 1 loss score (3 + 2) / 8."""
+    assert match.WDL(3, 4, 1).score == pytest.approx(0.625)
+    assert match.WDL(0, 2, 0).score == pytest.approx(0.5)
+
+
+def test_gate_is_strict_at_the_threshold():
+    """AlphaGo Zero's gate is "more than 55%": 22-0-18 scores exactly 22/40 = 0.55 and
+    stays out; 23-0-17 (0.575) gets in."""
+    def res(w, d, losses):
+        return match.MatchResult("a", "b", match.WDL(w, d, losses), match.WDL(0, 0, 0))
+
+    assert res(22, 0, 18).score == 0.55
+    assert not match.passes_gate(res(22, 0, 18), 0.55)
+    assert match.passes_gate(res(23, 0, 17), 0.55)
+
+
+@pytest.mark.parametrize("successes, n, lo, hi", [
+    (0, 10, 0.0, 0.2775), (50, 100, 0.4038, 0.5962), (8, 10, 0.4902, 0.9433)])
+def test_wilson_interval_matches_the_textbook(successes, n, lo, hi):
+    """The Wilson score interval with z = 1.96, as tabulated by Newcombe (1998, Stat. Med.
+    17:857, method 3): centre (p + z^2/2n) / (1 + z^2/n)."""
+    got = match.wilson_interval(successes / n, n)
+    assert got == pytest.approx((lo, hi), abs=1e-4)
+
+
 # ------------------------------------------------------------------ matches
 def test_colours_alternate_exactly():
     """first-legal beats last-legal as X in tic-tac-toe and loses as O: the per-side
@@ -121,6 +147,29 @@ def test_random_opening_is_paired():
     assert len(set(plies.tolist())) > 1  # the openings differ between pairs
     res = runner.play(FIRST, LAST, jax.random.PRNGKey(1))
     assert res.first.games == res.second.games == 20
+
+def test_fully_random_games_are_paired_with_colours_swapped():
+    """Every ply random (9 opening plies: the players never move): game i and game i + N/2
+    are the same game with A's colour swapped, so the same length and opposite outcomes
+    for A; and the pairs differ from one another."""
+    runner = MatchRunner(TTT, 40, opening_plies=9)
+    out = jax.device_get(runner.match_fn(FIRST, LAST)(None, None, jax.random.PRNGKey(2)))
+    outcome, plies = np.asarray(out["outcome"]), np.asarray(out["plies"])
+    np.testing.assert_array_equal(outcome[:20], -outcome[20:])
+    np.testing.assert_array_equal(plies[:20], plies[20:])
+    assert set(outcome[:20].tolist()) == {-1.0, 0.0, 1.0}  # X wins, draws and O wins
+    assert np.asarray(out["finished"]).all()
+
+
+def test_match_batches_are_played_with_their_own_keys():
+    """40 random-vs-random tic-tac-toe games in 20 calls of 2: each call's key differs
+    (fold_in(key, i)), so each colour sees at least two of win/draw/loss (one key for every
+    call would repeat one pair of games 20 times: 20-0-0 and its mirror)."""
+    rnd = players.PlayerFactory(TTT).random()
+    res = MatchRunner(TTT, 40, batch_size=2).play(rnd, rnd, jax.random.PRNGKey(0))
+    assert res.first.games == res.second.games == 20
+    for side in (res.first, res.second):
+        assert sum(x > 0 for x in side) >= 2, res
 
 
 def test_random_vs_random_is_even():
@@ -232,6 +281,35 @@ def test_rollout_mcts_finds_a_win_in_one():
         assert int(a) in wins, (actions, WIN_IN_ONE)
 
 
+def _ttt_states(move_lists):
+    states = []
+    for moves in move_lists:
+        s = TTT.init(jax.random.PRNGKey(0))
+        for a in moves:
+            s = TTT.step(s, jnp.int32(a))
+        states.append(s)
+    return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+# Tic-tac-toe cells 0..8 in reading order. X 0, O 4, X 1: O to move has no win and must
+# block at 2. X 0, O 4, X 8, O 1: X has no win (O holds the centre) and must block at 7.
+# Every other move loses at once.
+MUST_BLOCK = [((0, 4, 1), 2), ((0, 4, 8, 1), 7)]
+
+
+def test_rollout_mcts_blocks_a_win_in_one():
+    """A playout's result must be counted for the player to move at the leaf: with the
+    sign the other way round, the moves that let the opponent win look good (measured:
+    128 simulations block in 32 of 32 searches, 16 seeds; with the sign flipped 9 of 32;
+    at 256 the tree alone finds the block even with the flipped sign)."""
+    states = _ttt_states([m for m, _ in MUST_BLOCK])
+    assert np.asarray(states.current_player).tolist() == [1, 0]
+    act = jax.jit(players.rollout_mcts_act(TTT, 128))
+    for seed in range(4):
+        actions = np.asarray(act(None, states, jax.random.PRNGKey(seed))).tolist()
+        assert actions == [b for _, b in MUST_BLOCK], (seed, actions)
+
+
 @pytest.mark.slow
 def test_rollout_mcts_more_simulations_win():
     runner = MatchRunner(C4, 20)
@@ -291,6 +369,89 @@ def test_training_evaluator(tmp_path):
     metrics, new_best = ev(ts, best, 4, jax.random.PRNGKey(4))
     assert new_best["params"] is ts.params and metrics["eval/best/promoted"] == 1.0
     assert ev.runner.num_compiled == 2
+
+
+def _stubbed_evaluator(tmp_path, monkeypatch, opponents, challenger_wdl, gating=False):
+    """A TrainingEvaluator whose matches are not played: the network under test (named
+    iter-*) scores `challenger_wdl[opponent name]` as first player, whichever side of the
+    match it is given (the other side sees the mirror)."""
+    setup = _setup(gating)
+    setup.config.eval.opponents = opponents
+    ev = evaluator.TrainingEvaluator(setup, tmp_path)
+    zero = match.WDL(0, 0, 0)
+
+    def play_many(matches, progress=None, status=None):
+        out = []
+        for m in matches:
+            if m is None:
+                out.append(None)
+                continue
+            a, b, _ = m
+            if a.name in challenger_wdl:  # the network under test is B: the mirror
+                w = challenger_wdl[a.name]
+                out.append(match.MatchResult(a.name, b.name, match.WDL(*w[::-1]), zero))
+            else:
+                out.append(match.MatchResult(a.name, b.name, match.WDL(*challenger_wdl[b.name]),
+                                             zero))
+        return out
+
+    monkeypatch.setattr(ev.gauntlet, "play_many", play_many)
+    return ev
+
+
+def _dummy_state(seed):
+    """A train state the stubbed matches never read: only its identity matters."""
+    return learner.TrainState(step=jnp.int32(0), params={"w": np.full(1, seed)},
+                              batch_stats={}, opt_state=())
+
+
+def _dummy_best():
+    return {"params": {"w": np.zeros(1)}, "batch_stats": {}}
+
+
+def test_evaluator_score_averages_the_fixed_opponents_only(tmp_path, monkeypatch):
+    """random (4-0-0: 1.0) and onestep (2-0-2: 0.5) are fixed, greedy (0-0-4: 0.0) is this
+    run's own network: score = (1.0 + 0.5) / 2 = 0.75, not the 0.5 of all three (nor with
+    the best's 2-0-2 in it)."""
+    wdl = {"random": (4, 0, 0), "onestep": (2, 0, 2), "iter-1/greedy": (0, 0, 4),
+           "iter-0/mcts:2": (2, 0, 2)}
+    ev = _stubbed_evaluator(tmp_path, monkeypatch, "random,onestep,greedy", wdl)
+    metrics, _ = ev(_dummy_state(1), _dummy_best(), 1, jax.random.PRNGKey(0))
+    assert metrics["eval/random/score"] == 1.0 and metrics["eval/onestep/score"] == 0.5
+    assert metrics["eval/greedy/score"] == 0.0
+    assert metrics["score"] == pytest.approx(0.75)
+
+
+def test_evaluator_gates_the_challenger_against_the_best(tmp_path, monkeypatch):
+    """The challenger (this iteration's network) plays the best as A: winning 3-0-1 (0.75 >
+    0.55) promotes it and the ladder records its win; losing 1-0-3 keeps the best."""
+    wdl = {"random": (1, 0, 1), "iter-0/mcts:2": (3, 0, 1)}
+    ev = _stubbed_evaluator(tmp_path, monkeypatch, "random", wdl, gating=True)
+    ts = _dummy_state(1)
+    metrics, new_best = ev(ts, _dummy_best(), 1, jax.random.PRNGKey(0))
+    assert metrics["eval/best/promoted"] == 1.0 and metrics["eval/best/score"] == 0.75
+    assert new_best["params"] is ts.params
+    data = json.loads((tmp_path / "elo.json").read_text())
+    last = data["matches"][-1]
+    assert (last["a"], last["b"], last["wins"], last["draws"], last["losses"]) == (
+        "iter-1/mcts:2", "iter-0/mcts:2", 3, 0, 1)
+    assert data["best"] == "iter-1/mcts:2"
+
+    wdl["iter-1/mcts:2"] = (1, 0, 3)  # iteration 2 loses to the new best
+    ts2 = _dummy_state(2)
+    metrics, kept = ev(ts2, new_best, 2, jax.random.PRNGKey(1))
+    assert metrics["eval/best/promoted"] == 0.0 and kept is new_best
+    assert json.loads((tmp_path / "elo.json").read_text())["best"] == "iter-1/mcts:2"
+
+
+def test_evaluator_win_draw_loss_metrics(tmp_path, monkeypatch):
+    """1-2-1 against random: win 1/4, draw 2/4, loss 1/4, summing to 1."""
+    wdl = {"random": (1, 2, 1), "iter-0/mcts:2": (1, 0, 1)}
+    ev = _stubbed_evaluator(tmp_path, monkeypatch, "random", wdl)
+    metrics, _ = ev(_dummy_state(1), _dummy_best(), 1, jax.random.PRNGKey(0))
+    got = [metrics[f"eval/random/{k}"] for k in ("win", "draw", "loss")]
+    assert got == pytest.approx([0.25, 0.5, 0.25]) and sum(got) == pytest.approx(1.0)
+    assert metrics["eval/random/score"] == 0.5
 
 
 def test_unknown_opponent_in_config_fails_early(tmp_path):
