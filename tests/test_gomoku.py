@@ -154,6 +154,107 @@ def test_four_is_not_a_win():
     assert not states[-1].done
 
 
+# ------------------------------------------------------------------ winning_moves hook
+@functools.cache
+def wins_by_hook_and_by_step(size: int, rule: str):
+    """Jitted state -> (hook, step) bool[2, A]: per player, `env.winning_moves` and the
+    legal moves that `env.step` ends with that player winning when he is made the mover."""
+    env = env_and_step(size, rule)[0]
+    actions = jax.numpy.arange(env.num_actions, dtype=jax.numpy.int32)
+
+    def by_step(state, player):
+        as_player = state.replace(current_player=jax.numpy.asarray(player, jax.numpy.int32))
+        nxt = jax.vmap(env.step, in_axes=(None, 0))(as_player, actions)
+        return (state.legal_action_mask & nxt.terminated & (nxt.rewards[:, player] > 0)
+                & ~state.done)
+
+    def both(state):
+        hook = jax.numpy.stack([env.winning_moves(state, p) for p in (0, 1)])
+        return hook, jax.numpy.stack([by_step(state, p) for p in (0, 1)])
+
+    return jax.jit(both)
+
+
+def test_standard_winning_moves_skip_a_point_that_lengthens_an_overline():
+    """9x9 standard: black's six A5-F5 (D5 filled last) is no win and the game goes on;
+    G5 (point 42) would make seven, no win either, so the hook must not offer it (it must
+    see past four stones on one side), in agreement with stepping every move."""
+    moves = alternate([36, 37, 38, 40, 41, 39], [80, 78, 76, 74, 72, 62])
+    assert moves == [36, 80, 37, 78, 38, 76, 40, 74, 41, 72, 39, 62]
+    env, states = play(moves, size=9, rule="standard")
+    last = states[-1]
+    assert not last.done and int(last.current_player) == 0
+    after = env_and_step(9, "standard")[2](last, 42)
+    assert not after.done  # by the rules: seven in a row, no exact five
+    hook, ref = map(np.asarray, wins_by_hook_and_by_step(9, "standard")(last))
+    assert not hook[0, 42]
+    np.testing.assert_array_equal(hook, ref)
+
+
+@pytest.mark.parametrize("rule", ["freestyle", "standard"])
+def test_winning_moves_match_stepping_with_overlines_on_the_board(rule):
+    """Random 9x9 positions built around a six of one side (gap filled last, so it is on
+    the board unfinished under standard) plus random stones: for both players the hook's
+    winning moves are exactly the moves that stepping ends with that player winning."""
+    rng = np.random.default_rng(7 if rule == "freestyle" else 8)
+    check = wins_by_hook_and_by_step(9, rule)
+    dirs = ((0, 1), (1, 0), (1, 1), (1, -1))
+    running = 0
+    for _ in range(16):
+        dr, dc = dirs[rng.integers(4)]
+        while True:
+            r, c = rng.integers(9), rng.integers(9)
+            line = [(r + k * dr) * 9 + c + k * dc for k in range(6)]
+            if all(0 <= r + k * dr < 9 and 0 <= c + k * dc < 9 for k in range(6)):
+                break
+        run = line[:3] + line[4:] + line[3:4]  # no five before the sixth stone
+        others = [int(a) for a in rng.permutation(81) if a not in line]
+        extra = int(rng.integers(0, 5))
+        fill = others[:len(run) + 2 * extra]
+        if rng.integers(2):  # black's six
+            moves = alternate(run + fill[6:6 + extra], fill[:6] + fill[6 + extra:])
+        else:  # white's six
+            moves = alternate(fill[:6] + fill[6 + extra:], run + fill[6:6 + extra])
+        _, states = play(moves, size=9, rule=rule)
+        running += int(not states[-1].done)
+        for s in states[-3:]:
+            hook, ref = map(np.asarray, check(s))
+            np.testing.assert_array_equal(hook, ref, err_msg=f"{rule} {moves}")
+    if rule == "standard":
+        assert running >= 12, running  # the overlines stayed on the board, unfinished
+
+
+@pytest.mark.parametrize("rule", ["freestyle", "standard"])
+def test_tactics_count_after_keeps_a_four_already_on_the_board(rule):
+    """`gomoku_tactics.count_after` when black already has a four (A5-D5, E5 open; white
+    in the corners): a far point such as E1 leaves black the one winning point E5 (count
+    1, a four move, no open four), by hand; and at every point whose stone does not end
+    the game, the count is the env's: black plays it, then `env.winning_moves` for black."""
+    from envs import gomoku_tactics as gt
+
+    moves = alternate([36, 37, 38, 39], [0, 8, 72, 80])
+    env, states = play(moves, size=9, rule=rule)
+    state = states[-1]
+    board, player = gt.board_from_moves(moves, 9)
+    assert player == 0 and int(state.current_player) == 0 and not state.done
+    count = gt.count_after(board, 0, rule)
+    far = env.parse_action("E1")
+    assert far == 76 and count.flat[far] == 1
+    assert gt.four_moves(board, 0, rule).flat[far]
+    assert not gt.open_four_moves(board, 0, rule).flat[far]
+
+    def env_count(s):
+        children = jax.vmap(env.step, in_axes=(None, 0))(
+            s, jax.numpy.arange(env.num_actions, dtype=jax.numpy.int32))
+        wins = jax.vmap(env.winning_moves, in_axes=(0, None))(children, 0).sum(-1)
+        return wins, children.done
+
+    wins, done = map(np.asarray, jax.jit(env_count)(state))
+    open_points = (board.reshape(-1) == gt.EMPTY) & ~done
+    assert open_points.sum() == 81 - 8 - 1  # all but the stones and E5 (black's five)
+    np.testing.assert_array_equal(count.reshape(-1)[open_points], wins[open_points])
+
+
 @pytest.mark.parametrize("rule", ["freestyle", "standard"])
 def test_draw_on_full_5x5_board(rule):
     pattern = ["XXOOX", "OOXXO", "XXOOX", "OOXXO", "XXOOX"]  # no row, column or diagonal of 5

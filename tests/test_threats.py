@@ -159,6 +159,40 @@ def test_connect4_forced_wins_are_wins_for_bitbully():
     assert playing >= 20, playing  # the sets hold forced wins to check
 
 
+def _forced_in_two_by_stepping(env, state):
+    """The mover's moves (not winning at once) after which every reply leaves him a win at
+    once: a brute force over `env.step`, written apart from the threat search."""
+    step = jax.jit(env.step)
+    me = int(state.current_player)
+
+    def wins_at_once(s):
+        return any(bool(c.terminated) and float(c.rewards[me]) > 0
+                   for c in (step(s, a) for a in np.flatnonzero(s.legal_action_mask)))
+
+    found = set()
+    for m in np.flatnonzero(state.legal_action_mask):
+        child = step(state, m)
+        if child.done:
+            continue  # a win at once (or a draw) is not a forced win
+        replies = [step(child, r) for r in np.flatnonzero(child.legal_action_mask)]
+        if all(not r.done and wins_at_once(r) for r in replies):
+            found.add(int(m))
+    return found
+
+
+def test_connect4_forced_win_through_a_block_that_opens_the_cell_above():
+    """Connect4, X to move after columns 1,0,0,2,2,0,1,1,4,4,5,5 (0-based): column 3 makes
+    two winning cells, column 6 a four on the bottom row (cell 3) whose only block lifts
+    column 3 to X's winning cell above it (the block "does not hold"). Depth 2 must find
+    both, as a brute force over every reply does."""
+    env = envs.make("connect4")
+    state = _states(env, [[1, 0, 0, 2, 2, 0, 1, 1, 4, 4, 5, 5]])
+    one = jax.tree.map(lambda x: x[0], state)
+    assert _forced_in_two_by_stepping(env, one) == {3, 6}
+    found = np.asarray(jax.jit(lambda s: search.forced_wins(env, s, 2))(one))
+    assert set(np.flatnonzero(found).tolist()) == {3, 6}
+
+
 @pytest.mark.parametrize("tactics", ["win_and_block", "threats"])
 def test_connect4_root_tactics_never_prune_a_best_move(tactics):
     """On the shipped solver sets (bitbully's scores), the evaluation's root mask keeps a
