@@ -151,3 +151,17 @@ def test_server_and_brain_limits_are_checked(parser, argv, flag, capsys):
     assert e.value.code == 2
     assert f"error: argument {flag}: " in capsys.readouterr().err
     assert parser().parse_args(argv[:-1] + ["1"])  # the smallest that works
+
+
+def test_shipped_models_are_the_folders_with_checkpoints(tmp_path, monkeypatch):
+    """`--model NAME` lists only folders that hold a model (a `checkpoints/` folder): not an
+    empty folder, a stray file, or a folder with other files."""
+    (tmp_path / "real" / checkpoint.SUBDIR).mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "train.log").write_text("")
+    (tmp_path / "README").write_text("")
+    monkeypatch.setattr(checkpoint, "MODELS_DIR", tmp_path)
+    assert checkpoint.shipped_models() == ["real"]
+    monkeypatch.setattr(checkpoint, "MODELS_DIR", tmp_path / "missing")
+    assert checkpoint.shipped_models() == []

@@ -710,6 +710,12 @@ def test_web_short_bodies_and_silent_clients(server):
      "search.num_simulations=100001 must be from 1 to 100000"),
     ("eval.num_simulations", 10**9, "eval.num_simulations=1000000000 must be from 1 to 100000"),
     ("search.num_simulations", 100_000, None),
+    ("search.dirichlet_fraction", 1.5,
+     "search.dirichlet_fraction=1.5 must be a finite number >= 0 and <= 1"),
+    ("search.dirichlet_fraction", 1.0, None),
+    # replay.min_size "must not exceed replay.capacity" (the default config's 100000).
+    ("replay.min_size", 100_000, None),
+    ("replay.min_size", 100_001, "replay.min_size must not exceed replay.capacity"),
 ])
 def test_limits_where_a_value_would_silently_mean_another(field, value, message):
     """eval.max_share=1 fitted a run to a few iterations, and PRNGKey keeps 32 bits of the

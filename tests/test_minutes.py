@@ -126,3 +126,34 @@ def test_a_length_on_the_command_line_turns_the_budget_off():
     both = config_lib.load(c4, ["train.num_iterations=50", "train.minutes=5"])
     assert (both.train.num_iterations, both.train.minutes) == (50, 5.0)
     assert config_lib.load(c4, ["train.minutes=5"]).train.num_iterations == 1100
+
+
+def test_time_is_up_when_the_next_iteration_would_end_past_the_budget():
+    import time
+
+    # After the first (compiling) 5 s iteration they take 2 s: at 59 s the next ends at 61 s.
+    assert trainer.time_is_up(time.monotonic() - 59, 1, [5, 2, 2]) is True
+    assert trainer.time_is_up(time.monotonic() - 50, 1, [5, 2, 2]) is False
+    # The first iteration is not a measure of the next (median of [2]: 52 s, not 66 s) ...
+    assert trainer.time_is_up(time.monotonic() - 50, 1, [30, 2]) is False
+    # ... and with only that one, the next is taken as free.
+    assert trainer.time_is_up(time.monotonic() - 59, 1, [30]) is False
+    assert trainer.time_is_up(time.monotonic() - 61, 1, [30]) is True
+
+
+@pytest.mark.parametrize("every, opponents, want", [
+    # Evaluated at multiples of 5, latest-5 is the previous evaluation's checkpoint: keep
+    # the newest 2 at multiples of gcd(5, 5) = 5 (the one under test and 5 back).
+    (5, "random,checkpoint:latest-5", [(5, 2)]),
+    # latest-2 at 5, 10, ...: iterations 3, 8, ..., multiples of gcd(2, 5) = 1; 2 back
+    # from the newest is the 3rd newest.
+    (5, "checkpoint:latest-2", [(1, 3)]),
+    # latest-10 every 4: at 4k, 4k - 10 is a multiple of gcd(10, 4) = 2, 5 steps of 2 back.
+    (4, "checkpoint:latest-10,greedy", [(2, 6)]),
+    (5, "random,greedy", []),  # no latest-K
+    (0, "checkpoint:latest-5", []),  # no evaluation
+])
+def test_preserved_checkpoints_for_latest_k_by_hand(every, opponents, want):
+    c = tictactoe.get_config()
+    c.eval.every, c.eval.opponents = every, opponents
+    assert trainer._preserved(c) == want

@@ -231,3 +231,144 @@ def test_a_workdir_inside_a_runs_checkpoints_is_refused(tmp_path):
     with pytest.raises(ValueError, match="is a file"):
         checkpoint.load(workdir=str(tmp_path / "file"))
     assert checkpoint.load(checkpoint=str(run / "checkpoints" / "1")).iteration == 1
+
+
+def _default(env_id="connect4") -> ml_collections.ConfigDict:
+    from configs import default
+
+    c = default.get_config()
+    c.env.id = env_id
+    return c
+
+
+def _set(c: ml_collections.ConfigDict, field: str, value) -> ml_collections.ConfigDict:
+    group, name = field.split(".")
+    c[group][name] = value
+    return c
+
+
+# The README's "These may change on resume" list, by hand, each with a value other than the
+# default config's.
+RESUME_MAY_CHANGE = [
+    ("train.num_iterations", 7), ("train.minutes", 3.0), ("train.init_from", "/elsewhere"),
+    ("eval.every", 3), ("eval.opponents", "random"), ("eval.num_games", 4),
+    ("log.progress", False), ("log.tensorboard", True),
+    ("checkpoint.every", 2), ("checkpoint.keep", 9), ("checkpoint.save_replay", False),
+    ("checkpoint.restart", True),
+    ("search.eval_tactics", "none"), ("search.eval_sims_per_considered", 4),
+    ("search.eval_value_scale", 0.5), ("search.threat_depth", 2), ("search.threat_width", 4),
+]
+# Fields that decide how the run plays or its arrays: a change is another run.
+RESUME_REFUSED = [("search.tactics", "threats"), ("search.num_simulations", 8),
+                  ("selfplay.random_plies", 2), ("network.channels", 16)]
+
+
+@pytest.mark.parametrize("field, value", RESUME_MAY_CHANGE + RESUME_REFUSED,
+                         ids=[f for f, _ in RESUME_MAY_CHANGE + RESUME_REFUSED])
+def test_each_field_the_readme_lets_change_on_resume_and_no_other(field, value):
+    saved = json.loads(_default().to_json())
+    command = _set(_default(), field, value)
+    run_value = saved[field.split(".")[0]][field.split(".")[1]]
+    if (field, value) in RESUME_MAY_CHANGE:
+        assert runs.differences(saved, command) == []
+    else:
+        assert runs.differences(saved, command) == [
+            f"{field} (run: {run_value!r}, command: {value!r})"]
+
+
+def test_a_run_saved_before_archive_starts_played_without_them():
+    saved = json.loads(_default().to_json())
+    del saved["selfplay"]["archive_starts"]
+    assert runs.differences(saved, _set(_default(), "selfplay.archive_starts", 0.0)) == []
+    assert runs.differences(saved, _set(_default(), "selfplay.archive_starts", 0.5)) == [
+        "selfplay.archive_starts (run: 0.0, command: 0.5)"]
+
+
+def test_a_saved_value_head_is_the_runs_own_not_the_older_runs_default():
+    wdl = json.loads(_config(network__value_head="wdl").to_json())
+    assert wdl["network"]["value_head"] == "wdl"
+    assert runs.differences(wdl, _config(network__value_head="wdl")) == []
+    assert runs.differences(wdl, _config(network__value_head="tanh")) == [
+        "network.value_head (run: 'wdl', command: 'tanh')"]
+    older = json.loads(_config().to_json())
+    assert "value_head" not in older["network"]  # saved before the field: the tanh head
+    assert runs.differences(older, _config(network__value_head="wdl")) == [
+        "network.value_head (run: 'tanh', command: 'wdl')"]
+
+
+def test_aside_path_skips_every_taken_name(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "x").write_text("kept")
+    for n in (1, 2):
+        (tmp_path / f"run.old-{n}").mkdir()
+        (tmp_path / f"run.old-{n}" / "y").write_text(f"old {n}")
+    assert runs.aside_path(run) == tmp_path / "run.old-3"
+    assert runs.move_aside(run) == tmp_path / "run.old-3"
+    assert (tmp_path / "run.old-3" / "x").read_text() == "kept" and not run.exists()
+    for n in (1, 2):  # untouched, nothing nested in them
+        assert sorted(p.name for p in (tmp_path / f"run.old-{n}").iterdir()) == ["y"]
+
+
+def test_without_config_json_the_checkpoint_decides(tmp_path):
+    """make_run's run: connect4, 8 channels, one block, gumbel, 4 simulations."""
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "connect4")
+    same = _default()
+    same.network.channels, same.network.num_blocks, same.search.num_simulations = 8, 1, 4
+    (run / "config.json").write_text(same.to_json())
+    (run / "config.json").unlink()  # lost
+    runs.check(same, run)
+    with pytest.raises(runs.RunMismatch, match=r"network\.channels \(run: 8, command: 16\)"):
+        runs.check(_set(ml_collections.ConfigDict(same.to_dict()), "network.channels", 16), run)
+    assert not (run / "config.json").exists()
+
+
+def test_export_into_an_existing_empty_folder(tmp_path, capsys):
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    out = tmp_path / "empty"
+    out.mkdir()
+    code = checkpoint._main(["export", "--workdir", str(run), "--out", str(out)])
+    assert (code, capsys.readouterr().out) == (0, f"exported to {out / checkpoint.SUBDIR / '1'}\n")
+    assert sorted(p.name for p in out.iterdir()) == [checkpoint.SUBDIR, checkpoint.WEIGHTS]
+    assert checkpoint.restore(out).env.id == "tictactoe"
+
+
+def test_a_checkpoint_of_another_env_version_is_refused(tmp_path):
+    import envs
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    path = run / "checkpoints" / "1" / "meta" / "metadata"
+    meta = json.loads(path.read_text())
+    assert meta["env_version"] == envs.make("tictactoe").version
+    checkpoint.restore(run, env=envs.make("tictactoe"))  # as saved: restores
+    meta["env_version"] = meta["env_version"] + "-old"
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"version v\w*-old, this code has"):
+        checkpoint.restore(run, env=envs.make("tictactoe"))
+    with pytest.raises(ValueError, match=r"version v\w*-old, this code has"):
+        checkpoint.restore(run)
+
+
+def test_check_env_fills_parameters_a_checkpoint_predates_with_their_defaults():
+    import envs
+    from az_jax import checkpoint
+
+    c4 = envs.make("connect4", threats=False)
+    checkpoint.check_env({"env_id": "connect4", "env_params": {}, "env_version": c4.version},
+                         c4, "x")
+    # Gomoku names each parameter: one saved before `rule` existed played freestyle.
+    gomoku = envs.make("gomoku")
+    assert dict(gomoku.params) == {"size": 15, "rule": "freestyle"}
+    for params in ({}, {"size": 15}):
+        checkpoint.check_env({"env_id": "gomoku", "env_params": params,
+                              "env_version": gomoku.version}, gomoku, "x")
+    with pytest.raises(ValueError, match="is for gomoku"):
+        checkpoint.check_env({"env_id": "gomoku", "env_params": {"size": 9},
+                              "env_version": gomoku.version}, gomoku, "x")
