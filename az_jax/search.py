@@ -502,28 +502,41 @@ class Search:
     def _mctx(self, variables, root, invalid, key, evaluation, sims) -> mctx.PolicyOutput:
         """The mctx policy call itself (with mctx's own backward pass outside
         `batched_backward`: `bench backward` compares the two)."""
-        config = self.config
-        if config.policy == "gumbel":
-            return mctx.gumbel_muzero_policy(
-                variables, key, root, self._recurrent[bool(evaluation)],
-                num_simulations=sims,
-                invalid_actions=invalid,
-                max_num_considered_actions=self.num_considered(sims, evaluation),
-                gumbel_scale=0.0 if evaluation else config.gumbel_scale,
-                qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
-                                             value_scale=self.value_scale[bool(evaluation)]),
-            )
-        return mctx.muzero_policy(
-            variables, key, root, self._recurrent[bool(evaluation)],
-            num_simulations=sims,
+        return run_policy(self.config, variables, key, root, self._recurrent[bool(evaluation)],
+                          invalid, sims, considered=self.num_considered(sims, evaluation),
+                          value_scale=self.value_scale[bool(evaluation)],
+                          evaluation=evaluation)
+
+
+def run_policy(config, variables, key, root, recurrent_fn, invalid, num_simulations: int, *,
+               considered: int, value_scale: float,
+               evaluation: bool = False) -> mctx.PolicyOutput:
+    """One mctx search of `config.policy`: Gumbel (`considered` root moves, the Q transform
+    with `value_scale`) or PUCT (parent first-play urgency). Self-play gets the config's root
+    noise (Gumbel or Dirichlet) and PUCT samples its move by the visits; `evaluation` turns
+    the noise off and PUCT plays its most visited move. `Search` calls it; so do the
+    pgx-style loops of `bench pgx`, so that both sides run one search."""
+    if config.policy == "gumbel":
+        return mctx.gumbel_muzero_policy(
+            variables, key, root, recurrent_fn,
+            num_simulations=num_simulations,
             invalid_actions=invalid,
-            qtransform=qtransform_parent_fpu,
-            dirichlet_fraction=0.0 if evaluation else config.dirichlet_fraction,
-            dirichlet_alpha=config.dirichlet_alpha,
-            pb_c_init=config.pb_c_init,
-            pb_c_base=config.pb_c_base,
-            temperature=0.0 if evaluation else 1.0,
+            max_num_considered_actions=considered,
+            gumbel_scale=0.0 if evaluation else config.gumbel_scale,
+            qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
+                                         value_scale=value_scale),
         )
+    return mctx.muzero_policy(
+        variables, key, root, recurrent_fn,
+        num_simulations=num_simulations,
+        invalid_actions=invalid,
+        qtransform=qtransform_parent_fpu,
+        dirichlet_fraction=0.0 if evaluation else config.dirichlet_fraction,
+        dirichlet_alpha=config.dirichlet_alpha,
+        pb_c_init=config.pb_c_init,
+        pb_c_base=config.pb_c_base,
+        temperature=0.0 if evaluation else 1.0,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("search", "evaluation", "num_simulations"))

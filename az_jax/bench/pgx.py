@@ -59,8 +59,8 @@ def null_apply(num_actions: int) -> Callable:
 
 
 def search_policy(config, num_actions: int) -> Callable:
-    """The mctx call of our self-play searches (`search.Search`, not evaluating), for the
-    pgx-style loops: the config's policy with its noise and value settings, traced under
+    """The mctx call of our self-play searches (`search.run_policy`, not evaluating), for
+    the pgx-style loops: the config's policy with its noise and value settings, traced under
     `batched_backward()` as ours is. So both sides of `bench pgx` run the same search and
     the ratio measures the loop around it; mctx's own backward against ours is `bench
     backward`.
@@ -75,8 +75,6 @@ def search_policy(config, num_actions: int) -> Callable:
     Raises:
       ValueError: a policy `search.Search` does not know.
     """
-    import mctx
-
     from az_jax import search
 
     if config.policy not in search.POLICIES:
@@ -86,22 +84,10 @@ def search_policy(config, num_actions: int) -> Callable:
 
     def policy(variables, key, root, recurrent_fn, invalid_actions, num_simulations):
         with batched_backward():  # as `search.Search._search`: the same backup code
-            if config.policy == "gumbel":
-                return mctx.gumbel_muzero_policy(
-                    params=variables, rng_key=key, root=root, recurrent_fn=recurrent_fn,
-                    num_simulations=num_simulations, invalid_actions=invalid_actions,
-                    max_num_considered_actions=min(config.max_num_considered_actions,
-                                                   num_actions),
-                    gumbel_scale=config.gumbel_scale,
-                    qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
-                                                 value_scale=value_scale))
-            return mctx.muzero_policy(
-                params=variables, rng_key=key, root=root, recurrent_fn=recurrent_fn,
-                num_simulations=num_simulations, invalid_actions=invalid_actions,
-                qtransform=search.qtransform_parent_fpu,
-                dirichlet_fraction=config.dirichlet_fraction,
-                dirichlet_alpha=config.dirichlet_alpha, pb_c_init=config.pb_c_init,
-                pb_c_base=config.pb_c_base, temperature=1.0)
+            return search.run_policy(
+                config, variables, key, root, recurrent_fn, invalid_actions, num_simulations,
+                considered=min(config.max_num_considered_actions, num_actions),
+                value_scale=value_scale)
 
     return policy
 
