@@ -312,18 +312,25 @@ def test_open_three_defences_leave_no_open_four(size, rule):
             assert opponent_can_open_four(state, int(m)), (moves, int(m))
 
 
-def test_a_longer_vcf_is_not_labelled_a_defence():
-    """A position (once in the shipped 9x9 suite as block_open_three) where the opponent
-    has an open three and the mover a VCF of four fours: its first moves win through the
-    env against every reply, so defending is not the answer and `classify` gives no
+@pytest.mark.parametrize(("moves", "fours"), [
+    # Once in the shipped 9x9 suite as block_open_three.
+    ([32, 22, 62, 79, 19, 6, 47, 25, 77, 16, 10, 48, 14, 80, 26, 8, 7, 42, 40, 31, 43, 54,
+      56, 17, 34, 57, 74, 68, 18, 44, 21, 66, 52, 60], 4),
+    # From `clustered_games(9, 200, 50, seed=1)`: a VCF of exactly `DEFENCE_VCF_MOVES`.
+    ([40, 60, 52, 53, 57, 30, 51, 59, 13, 65, 54, 73, 64, 32, 14, 71, 46, 63, 68, 44, 16,
+      36, 76, 15, 79, 10, 50, 41], 5),
+], ids=["four fours", "five fours"])
+def test_a_longer_vcf_is_not_labelled_a_defence(moves, fours):
+    """Positions where the opponent has an open three (with defences to label) and the
+    mover a VCF of `fours` fours and none shorter: its first moves win through the env
+    against every reply, so defending is not the answer and `classify` gives no
     category."""
-    moves = [32, 22, 62, 79, 19, 6, 47, 25, 77, 16, 10, 48, 14, 80, 26, 8, 7, 42, 40, 31,
-             43, 54, 56, 17, 34, 57, 74, 68, 18, 44, 21, 66, 52, 60]
     board, player = gt.board_from_moves(moves, 9)
-    assert gt.open_three_defences(board, player)[0].any()
-    assert not gt.vcf_moves(board, player, 3).any()
-    vcf = gt.vcf_moves(board, player, gt.DEFENCE_VCF_MOVES)
-    assert_vcf_wins(moves, 9, "freestyle", vcf, budget=gt.DEFENCE_VCF_MOVES)
+    threats, defences = gt.open_three_defences(board, player)
+    assert threats.any() and defences.any()
+    assert not gt.vcf_moves(board, player, fours - 1).any()
+    vcf = gt.vcf_moves(board, player, fours)
+    assert_vcf_wins(moves, 9, "freestyle", vcf, budget=fours)
     assert gt.classify(board, player) is None
 
 

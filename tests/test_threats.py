@@ -309,6 +309,30 @@ def test_one_simulation_stops_an_open_three(stones, prefer):
     assert int(out.action[0]) in defences, env.action_to_str(int(out.action[0]))
 
 
+@pytest.mark.parametrize(("white", "expected"), [
+    # White's forced block at E1 makes E1-E4, a four whose one point is E5 (E0 is off the
+    # board): the four only hands him the tempo, and the judgement counts it against.
+    (("E2", "E3", "E4"), ("E5",)),
+    # The same four of black, but white's block makes only a three: no win of his in two.
+    (("E2", "E3", "I9"), ()),
+], ids=["his block makes his four", "his block makes a three"])
+def test_a_four_whose_block_makes_his_four_is_no_defence(white, expected):
+    """`_wins_in_two_despite`'s rule for a four (module docstring): the position examined
+    is the one after his forced block and a null move, and a block that makes him a
+    winning point counts against the four as a win of his would. Hand-worked on 9x9:
+    black A1 B1 C1 then D1, a four whose only point is E1."""
+    env = envs.make("gomoku", size=9)
+    pt = lambda name: (9 - int(name[1:])) * 9 + ord(name[0]) - 65  # noqa: E731
+    black = ("A1", "B1", "C1", "D1")
+    moves = [pt(m) for pair in zip(black[:3], white, strict=True) for m in pair] + [pt("D1")]
+    child = jax.tree.map(lambda x: x[0], _states(env, [moves]))  # white to move
+    me = 1 - int(child.current_player)
+    assert np.flatnonzero(np.asarray(env.winning_moves(child, me))).tolist() == [pt("E1")]
+    beaten = jax.jit(lambda c: search._wins_in_two_despite(env, c, me))(child)
+    assert sorted(env.action_to_str(int(a)) for a in np.flatnonzero(np.asarray(beaten))) \
+        == [env.action_to_str(pt(m)) for m in expected]
+
+
 def test_bad_threat_settings_are_rejected():
     c = search_config("gumbel")
     c.threat_depth = 1
