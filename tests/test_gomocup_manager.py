@@ -85,6 +85,13 @@ def test_tactical_moves():
     for a in (40, 72, 41, 73, 50, 74, 60, 75):  # white threatens 76: black must block
         d.play(a)
     assert d.tactical() == (76, "blocks a five")
+    # The other diagonal: black at x=4..1 on rows 0..3 wins at 0,4 (x=5 would be row -1).
+    e = gomocup.Board(9, "freestyle")
+    for a in (4, 80, 12, 71, 20, 62, 28, 79):
+        e.play(a)
+    assert e.tactical() == (36, "wins")
+    e.play(36)
+    assert e.winner == 0 and e.over
 
 
 def _model(name, size, rule="freestyle", head="dense"):
@@ -152,6 +159,8 @@ def test_protocol_answers_before_any_model_loads():
                            ("ABOUT", "ERROR rule 4 (renju) is not supported"),
                            ("INFO rule 2", None),
                            ("RESTART", "ERROR rule 2 (a continuous game) is not supported"),
+                           ("INFO rule 8", None),
+                           ("RESTART", "ERROR rule 8 (caro) is not supported"),
                            ("INFO rule 0", None),
                            ("INFO max_memory 200000000", None),
                            ("INFO max_memory 367001600", None),  # mends it: no ERROR
@@ -189,6 +198,64 @@ def test_time_left_rules_whenever_the_manager_sends_it():
         assert brain.move_seconds() <= 0.6 / 8  # at most an eighth of what is left
         brain.handle("INFO time_left 2147483647")  # the protocol's "no limit"
         assert brain.move_seconds() == 5.0
+        # The search gets 80% of the turn less 10 ms (the module's doc): the rest answers.
+        assert brain.budget() == pytest.approx(0.8 * 5.0 - 0.010)
+    finally:
+        loader.release.set()
+    # Near the end of a game too: 5 points left on a 5x5 board, 800 ms left in the match.
+    # The 20 stones (the top four rows, left to right, black first) make no five: rows
+    # alternate, no column or diagonal is full.
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9", 9, head="conv")], loader=loader)
+    try:
+        for line in ["START 5", *(f"PLAY {a % 5},{a // 5}" for a in range(20)),
+                     "INFO timeout_turn 5000", "INFO time_left 800"]:
+            brain.handle(line)
+        assert not any(line.startswith("ERROR") for line in out), out
+        assert 0 < brain.move_seconds() <= 0.8 / 8, brain.move_seconds()
+    finally:
+        loader.release.set()
+
+
+def test_protocol_edges_of_start_begin_and_board():
+    """The sizes a conv model plays (5 and 22 are the bounds), a refused START ends the
+    game before it, BEGIN only on an empty board, BOARD fields other than 1, 2 and 3
+    refused, and END inside BOARD exits (the protocol: END may come at any time)."""
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9", 9, head="conv")], loader=loader)
+    try:
+        def ask(line: str) -> str | None:
+            n = len(out)
+            assert brain.handle(line) is True, line
+            answers = [a for a in out[n:] if not a.startswith("MESSAGE")]
+            assert len(answers) <= 1, answers
+            return answers[0] if answers else None
+
+        assert ask("INFO timeout_turn 50") is None
+        assert ask("START 4").startswith("ERROR unsupported size 4: boards from 5 to 22")
+        assert ask("START 5") == "OK"
+        assert ask("BEGIN") == "2,2"  # the centre (tactical: the model never loads here)
+        assert ask("START 22") == "OK"
+        assert ask("BEGIN") == "11,11"
+        assert ask("BEGIN").startswith("ERROR BEGIN is for an empty board")
+        assert ask("START 23").startswith("ERROR unsupported size 23")
+        assert ask("TURN 3,3").startswith("ERROR no game: send START first")
+        assert ask("START 9") == "OK"
+        assert ask("PLAY 4,4") == "4,4"
+        assert ask("INFO rule 0") is None  # (again, mid-game): the stones stay
+        assert ask("TURN 4,4").startswith("ERROR 4,4 is occupied")
+        for line in ["BOARD", "4,4,2", "0,0,1", "2,2,2"]:
+            assert ask(line) is None, line
+        for line in ["3,3,0", "5,5,4", "6,6,-1"]:  # 1 own, 2 opponent, 3 (continuous games)
+            assert ask(line).startswith(f"ERROR field {line.split(',')[2]} in '{line}'")
+        assert ask("3,3,3") is None  # a continuous game's winning stone: ignored here
+        x, y = (int(v) for v in ask("DONE").split(","))
+        assert (x, y) not in ((4, 4), (0, 0), (2, 2))
+        assert len(brain.board.moves) == 4  # the stones of fields 1 and 2, and its move
+        for line in ["BOARD", "4,4,1"]:
+            assert ask(line) is None
+        n = len(out)
+        assert brain.handle("END") is False and len(out) == n
     finally:
         loader.release.set()
 

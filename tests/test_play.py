@@ -85,6 +85,8 @@ def test_parse_side_names():
     gomoku, bagh = envs.make("gomoku", size=9), envs.make("baghchal")
     assert agent_lib.parse_side(gomoku, "White") == 1
     assert agent_lib.parse_side(gomoku, "first") == 0
+    # --human-color 1 or 2 (the help: "first or second (also 1 or 2)"): 1 moves first.
+    assert agent_lib.parse_side(gomoku, "1") == 0 and agent_lib.parse_side(gomoku, " 2 ") == 1
     assert agent_lib.parse_side(bagh, "tigers") == 1
     assert agent_lib.parse_side(bagh, "goat") == 0
     with pytest.raises(ValueError, match="accepted: first, second, 1, 2, goats, tigers"):
@@ -353,7 +355,7 @@ def test_after_the_human_wins_no_estimate_says_the_ai_wins(agents):
     winning move is an estimate."""
     agent = agents["gumbel"][0]
     log: list[str] = []
-    moves = iter(["C3", "quit"])
+    moves = iter(["C3", "B2", "hint", "quit"])
     game = play.TerminalGame(agent, 0, SIMS, write=log.append,
                              read=lambda prompt: log.append(prompt) or next(moves))
     for m in _X_WINS_IN_ONE:  # X (the human) has A3 and B3; O (the AI) A1 and C1
@@ -363,6 +365,10 @@ def test_after_the_human_wins_no_estimate_says_the_ai_wins(agents):
     after = text[text.rindex("your move (X)>"):]
     assert "game over: you win (X) (three in a row: A3, B3, C3)! Well played." in after
     assert "estimate" not in after and "%" not in after
+    # A move typed after the end is refused as such, and not played.
+    assert "the game is over: type new, undo or quit" in after
+    assert "the game is over; no hint" in after
+    assert game.env.action_to_str(game.actions[-1]) == "C3" and len(game.actions) == 5
 
 
 def test_bagh_chal_board_marks_the_last_move():

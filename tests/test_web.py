@@ -98,6 +98,12 @@ def test_geometry_of_every_game():
     assert g15["star_points"] == sorted([3 * 15 + 3, 3 * 15 + 11, 7 * 15 + 7, 11 * 15 + 3,
                                          11 * 15 + 11])
     assert g15["col_labels"][:9] == list("ABCDEFGHI")  # I included, as the env's notation
+    assert g15["row_labels"] == [str(15 - r) for r in range(15)]  # A15 is the top left
+    # Go's star points: 4-4 on 13x13 (and the centre), 3-3 below that.
+    assert geometry.star_points(13) == sorted([3 * 13 + 3, 3 * 13 + 9, 6 * 13 + 6,
+                                               9 * 13 + 3, 9 * 13 + 9])
+    assert geometry.star_points(9) == sorted([2 * 9 + 2, 2 * 9 + 6, 4 * 9 + 4, 6 * 9 + 2,
+                                              6 * 9 + 6])
 
     c4 = geometry.describe(envs.make("connect4"))
     assert (c4["kind"], c4["rows"], c4["cols"]) == ("connect4", 6, 7)
@@ -125,6 +131,8 @@ def test_info_and_pages(server):
     assert status == 200
     assert info["env"]["id"] == "connect4" and info["sides"] == ["X", "O"]
     assert info["geometry"]["kind"] == "connect4" and info["sims"]["default"] == SIMS
+    # The page's choices: the standard sizes up to --max-sims (64 here), and the default.
+    assert info["sims"] == {"default": SIMS, "max": 64, "choices": [SIMS, 8, 32, 64]}
     for path, ctype in [("/", "text/html"), ("/static/app.js", "text/javascript"),
                         ("/static/style.css", "text/css")]:
         with urllib.request.urlopen(server.url.rstrip("/") + path, timeout=30) as r:
@@ -135,6 +143,7 @@ def test_info_and_pages(server):
 def test_a_game_over_the_api(server):
     game = new_game(server, human="second", sims=SIMS)  # the AI (X) has moved already
     assert game["human"] == 1 and len(game["moves"]) == 1 and game["your_turn"]
+    assert not game["can_undo"]  # you have not moved yet: Undo is off
     analysis = game["analysis"]
     assert analysis["player"] == 0 and sum(analysis["visits"]) > 0
     # The per-move numbers are the search's policy, named; the value is the chosen move's Q.
@@ -145,7 +154,8 @@ def test_a_game_over_the_api(server):
     chosen = [c for c in analysis["top"] if c["action"] == analysis["action"]]
     assert chosen and chosen[0]["value"] == pytest.approx(analysis["value"], abs=1e-4)
     assert game["estimate"]["you"] == pytest.approx(1 - analysis["win_rate"], abs=1e-4)
-    assert game["last"]["player"] == 0 and game["last"]["to"] >= 35  # the bottom row
+    # The first stone lands on the bottom row (cells 35-41, row 5 from the top).
+    assert game["last"]["player"] == 0 and game["last"]["to"] == 35 + game["last"]["action"]
     gid = game["game_id"]
     status, after = call(server, "/api/move", {"game_id": gid, "move": "4"})
     assert status == 200 and after["moves"][1] == "4" and len(after["moves"]) == 3
@@ -153,8 +163,10 @@ def test_a_game_over_the_api(server):
     assert status == 200 and same["moves"] == after["moves"]
     status, hinted = call(server, "/api/hint", {"game_id": gid})
     assert status == 200 and hinted["hint"]["player"] == 1
+    assert after["can_undo"]
     status, undone = call(server, "/api/undo", {"game_id": gid})
     assert status == 200 and undone["moves"] == game["moves"] and undone["hint"] is None
+    assert not undone["can_undo"]
     status, err = call(server, "/api/undo", {"game_id": gid})
     assert status == 409 and "nothing to undo" in err["error"]
     # Play the first legal column until the game ends: then moves are refused.
@@ -181,6 +193,9 @@ BAD = {
     "side out of range": ("/api/new", {"human": 2}, None, 400, "0 or 1"),
     "too many sims": ("/api/new", {"sims": 10_000}, None, 400, "sims must be"),
     "sims not int": ("/api/new", {"sims": "many"}, None, 400, "sims must be"),
+    "zero sims": ("/api/new", {"sims": 0}, None, 400, "sims must be"),
+    "sims a bool": ("/api/new", {"sims": True}, None, 400, "sims must be"),
+    "side a bool": ("/api/new", {"human": True}, None, 400, "human must be"),
     "unknown path": ("/api/nope", {}, None, 404, "no such page"),
     "path traversal": ("/static/../server.py", None, None, 404, "no such"),
     "unknown static": ("/static/secret.txt", None, None, 404, "no such file"),
@@ -195,10 +210,17 @@ def test_bad_requests_get_4xx_json(server, name):
     assert status == code and text in err["error"], (status, err)
 
 
+def test_an_empty_body_takes_the_defaults(server):
+    status, game = call(server, "/api/new", raw=b"")  # e.g. curl -X POST .../api/new
+    assert status == 200 and game["human"] == 0 and game["moves"] == [], game
+    assert game["sims"] == SIMS and game["your_turn"]
+
+
 def test_illegal_moves_say_why(server):
     gid = new_game(server)["game_id"]
     for body, text in [({"move": "9"}, "expected a column number 1-7"),
-                       ({"action": 7}, "out of range"), ({"action": True}, "integer"),
+                       ({"action": 7}, "out of range"), ({"action": -1}, "out of range"),
+                       ({"action": True}, "integer"),
                        ({"action": "3"}, "integer"), ({}, "give the move"),
                        ({"move": 5}, "short string")]:
         status, err = call(server, "/api/move", {"game_id": gid, **body})
@@ -267,7 +289,15 @@ def test_many_games_at_once(server):
 
 
 def test_old_games_are_dropped(server):
-    first = new_game(server)["game_id"]
+    """--max-games are kept; past that the least recently used game goes first."""
+    first, second = new_game(server)["game_id"], new_game(server)["game_id"]
+    for _ in range(server.games.max_games - 2):  # max_games in all: every one is kept
+        new_game(server)
+    assert call(server, f"/api/game?id={first}")[0] == 200  # now the most recently used
+    new_game(server)  # one too many: the least recently used (second) goes
+    assert call(server, f"/api/game?id={first}")[0] == 200
+    status, err = call(server, f"/api/game?id={second}")
+    assert status == 404 and "unknown game id" in err["error"]
     for _ in range(server.games.max_games):
         new_game(server)
     status, err = call(server, f"/api/game?id={first}")
@@ -460,8 +490,9 @@ def test_winning_lines_by_hand():
                                            "line": []}
 
 
-def test_bagh_chal_draw_by_repetition_says_so():
-    """Goats B1-C1-B1 and a tiger A5-B5-A5, twice: the third arrangement draws."""
+def test_bagh_chal_endings_say_why():
+    """Goats B1-C1-B1 and a tiger A5-B5-A5, twice: the third arrangement draws; the move
+    limit; a fifth capture."""
     env = envs.make("baghchal")
     step = jax.jit(env.step)
     state = env.state_from_board("""
@@ -478,6 +509,20 @@ def test_bagh_chal_draw_by_repetition_says_so():
     assert end["winner"] is None and end["reason"].startswith("repetition")
     limit = geometry.outcome(env, state.replace(truncated=np.asarray(True)))
     assert limit["reason"] == "move limit reached (200 plies)"
+    # The tigers' fifth capture (A1 over B1 to C1) wins: the game is over, and says why.
+    state = env.state_from_board("""
+        T . . . T
+        G G G G G
+        G G G G G
+        G G G G G
+        T G . . T""", player=1, placed=20, captured=4)
+    assert not agent_lib.Agent.is_over(state)
+    # A game stopped at the move limit is over for the front ends too (not terminated).
+    assert agent_lib.Agent.is_over(state.replace(truncated=np.asarray(True)))
+    state = step(state, env.parse_action("A1xC1", state))
+    assert agent_lib.Agent.is_over(state)
+    assert geometry.outcome(env, state) == {"winner": 1, "line": [],
+                                            "reason": "the tigers captured 5 goats"}
 
 
 def test_a_human_win_ends_with_the_result_not_an_estimate(server):
@@ -491,6 +536,8 @@ def test_a_human_win_ends_with_the_result_not_an_estimate(server):
         "simulations": SIMS, "top": [], "weights": [0.0] * 7, "weight_label": "x"}
     status, before = call(server, f"/api/game?id={game['game_id']}")
     assert status == 200 and not before["over"]
+    # O's 3 landed on X's: column 3, row 2 from the bottom (cell 4 * 7 + 2).
+    assert before["last"] == {"action": 2, "move": "3", "player": 1, "from": -1, "to": 30}
     assert before["estimate"]["you"] == pytest.approx(0.05)
     assert before["estimate"]["text"] == ("model estimate after the AI's 3: you 5%, AI 95% "
                                           f"(Q of the move, {SIMS} simulations)")
@@ -500,6 +547,15 @@ def test_a_human_win_ends_with_the_result_not_an_estimate(server):
     assert after["end"]["line"] == [35, 36, 37, 38]  # the bottom row, columns 1-4
     assert after["message"] == ("You win! X wins (four in a row: column 1 row 1, column 2 row "
                                 "1, column 3 row 1, column 4 row 1).")
+    # The AI's X completes column 1 (its moves replayed here): the game is lost, and it is
+    # nobody's turn although O, your side, would be next.
+    game = new_game(server, human=1)
+    set_position(server, game["game_id"], ["1", "2", "1", "2", "1", "2", "1"])
+    status, lost = call(server, f"/api/game?id={game['game_id']}")
+    assert status == 200 and lost["over"] and lost["result"] == "loss"
+    assert not lost["your_turn"] and lost["legal"] == [] and lost["end"]["line"] == [14, 21, 28, 35]
+    assert lost["message"] == ("The AI wins. X wins (four in a row: column 1 row 4, column 1 "
+                               "row 3, column 1 row 2, column 1 row 1).")  # (top down)
 
 
 # ---------------------------------------------------------------------- more boards
