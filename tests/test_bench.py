@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def test_env(tmp_path):
                "--repeats", "1", "--no-pgx")
     (row,) = out["results"]
     _positive(row, "steps_per_s", "compile_s", "run_s")
+    assert row["steps_per_s"] == pytest.approx(8 * 4 / row["run_s"])  # batch x plies / s
+    assert row["run_s"] == min(row["times_s"])
 
 
 def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
@@ -78,12 +81,18 @@ def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
     assert (ours["impl"], theirs["impl"]) == ("az_jax", "pgx")
     assert ours["ours_over_pgx"] == pytest.approx(ours["steps_per_s"] / theirs["steps_per_s"])
     assert len(ours["times_s"]) == len(theirs["times_s"]) == 2
+    # ours/pgx of a round is pgx's time over ours (the same plies in both)
+    (t1, t2), (p1, p2) = ours["times_s"], theirs["times_s"]
+    assert ours["ours_over_pgx_median"] == pytest.approx((p1 / t1 + p2 / t2) / 2)
     _positive(ours, "ours_over_pgx_median", "games_per_s")
 
 
 def test_train(tmp_path):
     out = _run(tmp_path, "train", *TINY, "--updates", "1")
     assert out["batch"] == 8 and out["updates"] == 1
+    assert out["train_positions_per_s"] == pytest.approx(8 * out["train_updates_per_s"])
+    assert out["scan_over_calls"] == pytest.approx(out["train_scan_updates_per_s"]
+                                                   / out["train_updates_per_s"])
     _positive(out, "train_updates_per_s", "train_positions_per_s", "train_compile_s",
               "train_scan_updates_per_s", "train_scan_compile_s", "scan_over_calls",
               "sample_batches_per_s", "sample_compile_s")
@@ -93,6 +102,7 @@ def test_backward(tmp_path):
     out = _run(tmp_path, "backward", *SIZED, "--noise")
     assert out["same_tree"] is True and out["evaluation"] is False
     _positive(out, "mctx_s", "ours_s", "ratio_mctx_over_ours")
+    assert out["ratio_mctx_over_ours"] == pytest.approx(out["mctx_s"] / out["ours_s"])
     _positive(out["program_bytes"], "mctx", "ours")
 
 
@@ -274,6 +284,8 @@ def test_scaling_times_no_compile(monkeypatch):
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert row["updates_per_iteration"] == 1
+    assert row["update_phase_s"] == pytest.approx(row["iteration_s"] - row["selfplay_s"])
+    assert row["speedup_selfplay"] == row["speedup_iteration"] == 1.0  # the first k
     assert per_call[0] > 0  # the warm-up compiled
     assert per_call[-2:] == [0, 0], per_call  # the timed calls: without and with updates
 
@@ -283,14 +295,26 @@ def test_all_skips_pgx_for_a_game_pgx_lacks(tmp_path, capsys):
     (pgx has no Gomoku), and the JSON holds them all."""
     out = _run(tmp_path, "all", "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
                "--config.env.kwargs.size=5", *SIZED, "--env", "gomoku", "--env-batch", "4",
-               "--env-steps", "2", "--updates", "1")
+               "--env-steps", "2", "--updates", "1",
+               "--config.train.updates_per_iteration=2")  # --updates wins in the train part
     assert out["pgx"] == {"subcommand": "pgx", "skipped": out["pgx"]["skipped"]}
     assert "pgx has no twin of 'gomoku'" in out["pgx"]["skipped"]
-    assert "== pgx: skipped: pgx has no twin" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "== pgx: skipped: pgx has no twin" in printed
+    # each part's command line, to run it alone: with the overrides where it takes a config
+    train_line = next(line for line in printed.splitlines() if line.startswith("== train:"))
+    assert " --updates 1 --config.env.kwargs.size=5 " in train_line, train_line
+    assert train_line.endswith(" --config.train.updates_per_iteration=2"), train_line
     assert [out[p]["subcommand"] for p in ("env", "selfplay", "train")] == [
         "env", "selfplay", "train"]
     _positive(out["selfplay"], "selfplay_moves_per_s")
     _positive(out["train"], "train_updates_per_s")
+    assert out["train"]["updates"] == 1 and out["selfplay"]["plies"] == 2
+    # Gomoku is deterministic: 2 plies x 2 simulations, plus the roots once per window.
+    sp = out["selfplay"]
+    assert sp["selfplay_evaluations_per_s"] == pytest.approx(
+        sp["selfplay_simulations_per_s"] * 5 / 4)
+    assert sp["selfplay_moves_per_s"] == pytest.approx(sp["selfplay_simulations_per_s"] / 2)
     assert "failed_part" not in out
 
 
@@ -315,10 +339,12 @@ def test_all_writes_the_finished_parts_when_one_fails(tmp_path, monkeypatch):
 
 
 def test_threats(tmp_path):
-    out = _run(tmp_path, "threats", "--size", "7", "--games", "40", "--depths", "2",
+    out = _run(tmp_path, "threats", "--size", "7", "--games", "40", "--depths", "2,3",
                "--min-fours", "3", "--max-fours", "3", "--repeats", "1")
-    (row,) = out["rows"]
+    row, deep = out["rows"]
     assert row["depth"] == 2 and out["positions"]["3"] > 0
+    # depth 3 reaches a VCF of three fours: the mask keeps its first move everywhere
+    assert deep["depth"] == 3 and deep["pruned"]["3"] == deep["pruned_open_three"]["3"] == 0
     # a VCF of three fours is beyond depth 2: pruned or not, never more than there are
     assert 0 <= row["pruned_open_three"]["3"] <= row["pruned"]["3"] <= out["positions"]["3"]
     assert out["open_three"]["3"] <= out["positions"]["3"]
@@ -329,6 +355,7 @@ def test_threats(tmp_path):
                                   ["train", "--repeats", "0"], ["selfplay", "--sims", "0"],
                                   ["threats", "--games", "x"], ["learn", "--games", "0"],
                                   ["selfplay", "--sims", "100001"],
+                                  ["selfplay", "--devices", "0,2"], ["all", "--devices", "x"],
                                   ["pgx", "--sims", "1000000000"]])
 def test_counts_below_one_stop_at_the_command_line(argv, capsys):
     """A batch, step, repeat or game count of 0 or less (or simulations beyond the front
@@ -338,3 +365,124 @@ def test_counts_below_one_stop_at_the_command_line(argv, capsys):
         bench.build_parser().parse_args(argv)
     assert e.value.code == 2
     assert f"error: argument {argv[1]}: " in capsys.readouterr().err
+
+
+def test_overrides_for_a_subcommand_without_a_config_are_refused():
+    """--config.a.b=v overrides for a subcommand without a config are an error, not
+    ignored; an unknown --env names the choices."""
+    with pytest.raises(SystemExit, match="env takes no config, so no --config.a.b=v "
+                                         "overrides: train.batch_size=2"):
+        bench.main(["env", "--env", "nope", "--config.train.batch_size=2"])
+    with pytest.raises(SystemExit, match="^error: unknown --env 'nope'; choose from "
+                                         ".*connect4, .*tictactoe or all$"):
+        bench.main(["env", "--env", "nope"])
+
+
+def test_devices_ask_the_cpu_backend_for_the_most_devices(monkeypatch):
+    """`python -m az_jax.bench selfplay --devices 2,4,1` presents the CPU as 4 devices
+    (the largest count), unless XLA_FLAGS already sets a count; `learn` as its cores."""
+    from az_jax.bench import selfplay as selfplay_bench
+
+    monkeypatch.setattr(selfplay_bench, "run", lambda args: {"devices": args.devices})
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert bench.main(["selfplay", "--devices", "2,4,1"], host_devices=True) == {
+        "devices": [2, 4, 1]}
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=4"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    bench.main(["selfplay", "--devices", "8"], host_devices=True)
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    # learn's evaluation runs one job a core: as many devices as usable cores
+    from az_jax import parallel_setup
+    from az_jax.bench import learn as learn_bench
+
+    monkeypatch.setattr(learn_bench, "run", lambda args: {})
+    monkeypatch.setattr(parallel_setup, "usable_cpu_count", lambda: 3)
+    monkeypatch.delenv("XLA_FLAGS")
+    bench.main(["learn"], host_devices=True)
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=3"
+
+
+def test_speedups_are_over_the_first_device_count_that_ran(monkeypatch):
+    """The scaling table's speedups: the first row that ran over each row (times halve:
+    2x), and counts beyond the machine's devices are skipped rows."""
+    from az_jax.bench import selfplay as selfplay_bench
+
+    times = {1: (4.0, 10.0), 2: (2.0, 4.0)}  # devices -> (self-play s, iteration s)
+    monkeypatch.setattr(selfplay_bench, "time_on_mesh", lambda c, k, plies, repeats: {
+        "devices": k, "selfplay_s": times[k][0], "iteration_s": times[k][1]})
+    monkeypatch.setattr(jax, "device_count", lambda: 2)
+    one, two, many = selfplay_bench.run_scaling(None, [1, 2, 64], plies=2, repeats=1)
+    assert (one["speedup_selfplay"], one["speedup_iteration"]) == (1.0, 1.0)
+    assert (two["speedup_selfplay"], two["speedup_iteration"]) == (2.0, 2.5)
+    assert two["speedup_base_devices"] == 1
+    assert many["devices"] == 64 and "only 2 device(s)" in many["skipped"]
+
+
+def test_time_interleaved_separates_the_first_call_from_the_best():
+    """Calls that sleep 0.3 s the first time and 0.1 s after: compile_s is the difference
+    (0.2 s), best_s the 0.1 s, cpu_s (sleeping costs none) below it; calls in turns."""
+    from az_jax.bench import common
+
+    order = []
+
+    def sleeper(name):
+        def call():
+            time.sleep(0.3 if name not in order else 0.1)
+            order.append(name)
+        return call
+
+    a, b = common.time_interleaved([(sleeper("a"), ()), (sleeper("b"), ())], repeats=2)
+    assert order == ["a", "b", "a", "b", "a", "b"]
+    for r in (a, b):
+        assert len(r["times_s"]) == 2 and r["best_s"] == min(r["times_s"])
+        assert 0.1 <= r["best_s"] < 0.2 and 0.1 < r["compile_s"] < 0.3, r  # not 0.4
+        assert r["cpu_s"] < r["best_s"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc only")
+def test_peak_rss_is_the_kernel_s_high_water_mark_in_bytes():
+    from az_jax.bench import common
+
+    def vm_hwm() -> int:  # the kernel's peak resident set size, in kB
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines()
+                    if x.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024
+
+    peak, kernel = common.peak_rss(), vm_hwm()
+    assert abs(peak - kernel) < 0.05 * kernel, (peak, kernel)  # the two counts differ a bit
+
+
+def test_si_prefixes():
+    from az_jax.bench import common
+
+    assert [common.si(x) for x in (999.0, 1000.0, 1.5e6, 2e9, 12.34)] == [
+        "999.0", "1.00k", "1.50M", "2.00G", "12.3"]
+
+
+def test_random_legal_actions_of_the_env_bench():
+    """The env bench's sampler: legal moves only, also where its 16 cheap draws all miss
+    (one legal action in 512), spread over the legal ones."""
+    from az_jax.bench import env as env_bench
+
+    rows = jnp.arange(64)
+    mask = jnp.zeros((64, 512), bool).at[rows, (rows * 37) % 512].set(True)
+    mask = mask.at[:32, 500].set(True).at[:32, 3].set(True)  # 3 legal in the first half
+    picks = np.asarray(jax.jit(env_bench.hashed_random_legal)(jax.random.PRNGKey(0), mask))
+    assert np.asarray(mask)[np.arange(64), picks].all(), picks
+    own = (np.arange(32) * 37) % 512
+    assert (picks[:32] == own).any() and np.isin(picks[:32], [3, 500]).any()  # not one only
+
+
+def test_env_loop_restarts_finished_games():
+    """Tic-tac-toe from the start for 9 plies: every game ends once (at ply 5 or later,
+    and a fresh game cannot end in the 4 plies left), so 8 finished games, and each of the
+    8 games is a fresh one under way."""
+    import envs
+    from az_jax.bench import env as env_bench
+
+    ttt = envs.make("tictactoe")
+    run = jax.jit(env_bench.make_env_loop(ttt, 8, 9))
+    states = jax.vmap(ttt.init)(jax.random.split(jax.random.PRNGKey(0), 8))
+    states, finished = run(states, ttt.init(jax.random.PRNGKey(1)), jax.random.PRNGKey(2))
+    assert int(finished) == 8
+    assert not np.asarray(states.done).any() and (np.asarray(states.step_count) <= 4).all()

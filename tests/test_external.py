@@ -1,6 +1,6 @@
 """External engines (az_jax/eval/external.py): the Bagh-Chal move conversion against the PyPI
-`baghchal` package, a short host-side match against its minimax engine, the errors, and
-the engine in a training run's eval.opponents."""
+`baghchal` package, a short host-side match against its minimax engine, the errors, the
+side gomokubench plays, and the engine in a training run's eval.opponents."""
 
 from __future__ import annotations
 
@@ -127,6 +127,65 @@ def test_parse_and_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "baghchal.engine", None)  # as if not installed
     with pytest.raises(ImportError, match="needs the PyPI package 'baghchal'"):
         external.make_engine(opps[1], env)
+
+
+def test_parse_bitbully_depths_up_to_a_full_board():
+    assert external.parse_opponent("bitbully:42").arg == 42  # 6 x 7 plies: the whole game
+    assert external.parse_opponent("bitbully:1").arg == 1
+
+
+def test_gomokubench_plays_for_the_side_to_move():
+    """Black and white each have four in a row open at one end (9x9, freestyle): the side
+    to move completes its own five, not the other's, and leaves numpy's global generator
+    where it was (it seeds it from the position for the move)."""
+    gomoku = envs.make("gomoku", size=9)
+    engine = external.make_engine(external.parse_opponent("gomokubench:standard"), gomoku)
+    at = lambda r, c: r * 9 + c  # noqa: E731 - row 0 at the top, as the env's actions
+    moves = [m for c in range(4) for m in (at(0, c), at(8, c))]  # black row 0, white row 8
+    game = engine.new_game()
+    for m in moves:
+        game.push(m)
+    np.random.seed(7)
+    want = np.random.random(2)
+    np.random.seed(7)
+    first = np.random.random()
+    assert game.best_action() == at(0, 4)  # black to move: its five
+    assert np.random.random() == want[1] and first == want[0]
+    game.push(at(4, 4))  # black plays elsewhere
+    assert game.best_action() == at(8, 4)  # white to move: its own five, not a block
+
+
+class _FirstFree:
+    """A tic-tac-toe engine game that plays the lowest free cell, or always `fixed`, and
+    may never see the game end (`sees_end=False`)."""
+
+    def __init__(self, fixed=None, sees_end=True):
+        self.taken, self.fixed, self.sees_end = [], fixed, sees_end
+
+    def push(self, action):
+        self.taken.append(action)
+
+    def best_action(self):
+        return self.fixed if self.fixed is not None else min(set(range(9)) - set(self.taken))
+
+    def is_over(self):
+        return None if self.sees_end else False
+
+
+def test_a_match_stops_on_an_engine_s_illegal_move_or_wrong_view_of_the_end():
+    """An engine that plays an occupied cell is a bug (ValueError), and so is an engine
+    that says a finished game goes on (RuntimeError): neither is played through."""
+    ttt = envs.make("tictactoe")
+    runner = external.ExternalMatchRunner(ttt, 1)  # rounded up: one game a colour
+    assert runner.num_games == 2
+    me = players.PlayerFactory(ttt).random()
+    centre = external.Engine("centre", lambda: _FirstFree(fixed=4))
+    with pytest.raises(ValueError, match="centre chose B2, illegal in game 1 at ply 2"):
+        runner.play(me, centre, jax.random.PRNGKey(0))  # its second move as first player
+    blind = external.Engine("blind", lambda: _FirstFree(sees_end=False))
+    with pytest.raises(RuntimeError, match="blind says the game is not over, the env says "
+                                           "over"):
+        runner.play(me, blind, jax.random.PRNGKey(0))
 
 
 def test_evaluate_rejects_an_engine_of_another_game(capsys):

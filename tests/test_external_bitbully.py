@@ -100,6 +100,23 @@ def test_a_match_against_the_perfect_engine():
                             "(won 0/2, lost 2/2)"), result.notes
 
 
+@needs_bitbully
+def test_perfect_against_itself_holds_the_value_of_every_opening():
+    """The perfect engine as the agent too, after one random ply: every game ends as the
+    solver values its opening, so the agent held that value in all 8 games, and as the
+    pairs share openings with colours swapped (first in games 0-3, second in 4-7), its
+    results as second mirror those as first."""
+    perfect = external.parse_opponent("bitbully:perfect")
+    agent, engine = (external.make_engine(perfect, C4) for _ in range(2))
+    runner = external.ExternalMatchRunner(C4, 8, opening_plies=1)
+    result = runner.play(agent, engine, jax.random.PRNGKey(1))
+    assert result.notes.startswith("held the solved value of the opening in 8 of 8 games")
+    first, second = result.first, result.second
+    assert (first.wins, first.draws, first.losses) == (second.losses, second.draws,
+                                                       second.wins), result
+    assert first.losses > 0 or first.draws > 0, result  # an opening off the centre
+
+
 def test_held_note_counts_per_solved_value():
     theory = np.array([1, 1, 0, -1, np.nan, 0])
     outcome = np.array([1, -1, 0, -1, 1, 1])

@@ -1,7 +1,8 @@
 """`parallel.run_on_devices`: independent jobs, one a device at a time (plain Python jobs:
 the pool does not care what a device is; the matches on real devices are in
-tests/test_multidevice.py)."""
+tests/test_multidevice.py); and `parallel_setup`'s process set-up: CPU devices, launchers."""
 
+import os
 import threading
 import time
 
@@ -74,3 +75,46 @@ def test_an_error_cancels_the_running_jobs_and_starts_no_more():
     with pytest.raises(ValueError, match="boom"):
         parallel.run_on_devices([watching, failing, later], ["d0", "d1"], cancel)
     assert "later" not in started
+
+
+# ====================================================== process set-up (parallel_setup)
+def test_cpu_cores_become_devices_up_to_eight_unless_xla_flags_say(monkeypatch):
+    from az_jax import parallel_setup
+
+    for cores, devices in ((1, 1), (3, 3), (8, 8), (20, 8)):
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=false")
+        monkeypatch.setattr(parallel_setup, "usable_cpu_count", lambda n=cores: n)
+        parallel_setup.use_all_cpu_cores()
+        assert os.environ["XLA_FLAGS"] == ("--xla_cpu_use_thunk_runtime=false "
+                                           f"--xla_force_host_platform_device_count={devices}")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    parallel_setup.use_all_cpu_cores()  # the user's count stays
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
+def test_one_process_under_mpirun_stays_single_process():
+    from az_jax.parallel_setup import _launcher_detected
+
+    mpi = {"OMPI_MCA_orte_hnp_uri": "1;tcp://10.0.0.1:1"}
+    assert not _launcher_detected(dict(mpi, OMPI_COMM_WORLD_SIZE="1"))
+    assert _launcher_detected(dict(mpi, OMPI_COMM_WORLD_SIZE="2"))
+
+
+@pytest.mark.parametrize("flags", [
+    {"coordinator": "10.0.0.1:1234", "num_processes": 2},  # no --process_id
+    {"num_processes": 2, "process_id": 0},  # no --coordinator
+    {"coordinator": "10.0.0.1:1234", "process_id": 1},  # no --num_processes
+])
+def test_multi_host_flags_come_all_together(flags, monkeypatch):
+    """A partial set of multi-host flags is a one-line error before jax.distributed
+    (which would wait for processes that never come)."""
+    import jax
+
+    from az_jax import parallel_setup
+
+    started = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: started.append(a))
+    with pytest.raises(SystemExit, match="multi-host needs all of --coordinator, "
+                                         "--num_processes and --process_id"):
+        parallel_setup.initialize_distributed(**flags)
+    assert started == []

@@ -22,6 +22,10 @@ def test_pgx_games_with_dice_are_not_deterministic():
     assert not envs.make("pgx:backgammon").deterministic
 
 
+def test_pgx_go_ends_at_its_own_move_limit():
+    assert envs.make("pgx:go_9x9").max_game_length == 2 * 9 * 9  # pgx: twice the points
+
+
 def test_pgx_matches_our_tictactoe_and_connect4():
     """Random games played in both: the same legal moves, rewards and ends every ply."""
     for ours_id, pgx_id, n_plies in (("tictactoe", "tic_tac_toe", 10), ("connect4",
@@ -40,9 +44,26 @@ def test_pgx_matches_our_tictactoe_and_connect4():
             a, b = step_a(a, act), step_b(b, act)
             np.testing.assert_array_equal(a.terminated, b.terminated)
             np.testing.assert_array_equal(a.rewards, b.rewards)
+            # The mover's view is pgx's own observation (of its current player), and of its
+            # dtype: pgx's bool planes stay bool.
+            pgx_state = b.game[0]
+            np.testing.assert_array_equal(b.observation, pgx_state.observation)
+            assert b.observation.dtype == pgx_state.observation.dtype == jnp.bool_
         assert bool(a.terminated.all())
+        # A full board ends the game: 9 and 6 x 7 plies at most.
+        assert theirs.max_game_length == {"tic_tac_toe": 9, "connect_four": 42}[pgx_id]
 
 
 def test_unknown_pgx_id_lists_the_valid_ones():
     with pytest.raises(ValueError, match="available"):
         envs.make("pgx:chesss")
+    with pytest.raises(ValueError, match="pgx:2048 has 1 players; only two-player games"):
+        envs.make("pgx:2048")  # a one-player game
+
+
+def test_pgx_actions_are_read_in_pgx_s_range_only():
+    env = envs.make("pgx:tic_tac_toe")
+    assert [env.parse_action(t) for t in ("0", "8")] == [0, 8]
+    for text in ("9", "-1", "x"):
+        with pytest.raises(ValueError, match="expected an action index 0..8"):
+            env.parse_action(text)
