@@ -346,15 +346,23 @@ class BaghChal(core.Env):
           placed: goats placed so far; captured: goats captured so far.
         Returns:
           an unbatched, unfinished state whose repetition history holds just this position
-          (once all goats are placed).
+          (once all goats are placed), at the ply a game reaches it first: `2 * placed -
+          player` plies played (the goats place on even plies), so the move limit counts
+          those too and the history, sized for a game from `init`, never overflows (it
+          did, and missed a draw, when such a state started at ply 0).
         Raises:
-          ValueError: a malformed board, inconsistent counts, or a finished position.
+          ValueError: a malformed board, inconsistent counts, a finished position, or one
+            no game reaches before the move limit.
         """
         rows = [r.replace(" ", "") for r in board.strip().splitlines() if r.strip()]
         if len(rows) != N or any(len(r) != N or set(r) - set("TG.") for r in rows):
             raise ValueError(f"expected {N} rows of {N} characters T, G or ., got {board!r}")
         if player not in (0, 1) or not 0 <= captured < WIN_CAPTURES or not placed <= NUM_GOATS:
             raise ValueError("player must be 0 or 1, captured 0..4 and placed at most 20")
+        ply = max(2 * placed - player, 0)
+        if ply >= self.max_steps:
+            raise ValueError(f"a game reaches this position at ply {ply} at the earliest: not "
+                             f"before the move limit (max_steps={self.max_steps})")
         cells = "".join(rows)
         if cells.count("T") != 4 or cells.count("G") != placed - captured:
             raise ValueError("need 4 tigers and placed - captured goats on the board")
@@ -377,6 +385,7 @@ class BaghChal(core.Env):
             game=game,
             current_player=jnp.int32(player),
             legal_action_mask=_words_to_mask(words),
+            step_count=jnp.int32(ply),
         )
         return state.replace(observation=self._observe(state))
 

@@ -312,6 +312,27 @@ def test_repetition_counts_from_the_last_placement():
     assert _plies_until_end(s, cycle * 3) == 8
 
 
+def test_a_position_from_a_board_stands_at_the_ply_a_game_reaches_it():
+    """`state_from_board` puts the position at the first ply a game can reach it (goats
+    place on even plies), so its repetition history, sized for a game from `init`, holds
+    every arrangement until the move limit. (It used to start at ply 0: with a short limit
+    the history overflowed and the threefold repetition of ply 8 went unseen.)"""
+    assert [int(position(REP, player=p, captured=2).step_count) for p in (1, 0)] == [39, 40]
+    cycle = ["A5-A4", "C5-B5", "A4-A5", "B5-C5"]
+    # From ply 39: the limit at 41 and 46 stops the cycle first; at 47 the draw is at ply 8.
+    for max_steps, end, truncated in ((41, 2, True), (46, 7, True), (47, 8, False)):
+        short = envs.make("baghchal", max_steps=max_steps)
+        s, step_short = short.state_from_board(REP, player=1, captured=2), jax.jit(short.step)
+        plies = 0
+        while not bool(s.done) and plies < 12:
+            s = step_short(s, short.parse_action(cycle[plies % 4], s))
+            plies += 1
+        assert (plies, bool(s.truncated), bool(s.terminated)) == (end, truncated, not truncated)
+        np.testing.assert_array_equal(s.rewards, 0.0)
+    with pytest.raises(ValueError, match="at ply 39 at the earliest: not before the move limit"):
+        envs.make("baghchal", max_steps=39).state_from_board(REP, player=1, captured=2)
+
+
 def test_arrangement_key_is_exact():
     """Once all goats are placed (at most 9 points free of goats), the one-word key tells
     every tiger arrangement apart and keeps the goats' word."""
@@ -336,6 +357,11 @@ def test_state_from_board_checks_its_input():
         position(REP, captured=0)
     with pytest.raises(ValueError, match="already over"):
         position("TGGGT GG.GG GGGGG GGGGG TGGGT".replace(" ", "\n"), player=1)  # trapped
+    # 5 captures is the tigers' win: a finished game, refused even with the 15 goats right
+    fifteen = REP.replace("T.GGG", "T...G").replace("..GGG", "...GG")
+    with pytest.raises(ValueError, match="captured 0..4"):
+        position(fifteen, player=1, captured=5)
+    assert int(position(fifteen, player=1, captured=4, placed=19).game.captured) == 4
 
 
 def test_placements_are_not_counted():
