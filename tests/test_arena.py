@@ -261,6 +261,73 @@ def test_odd_or_tiny_game_counts():
         MatchRunner(TTT, 0)
 
 
+def test_random_legal_never_plays_an_illegal_action_and_is_uniform():
+    """2000 actions of which two are legal, 4000 draws: never an illegal one (a merely low
+    logit for them, say -10, would give them 4% of the draws), and each legal one about
+    half of the time (binomial: 2000 +- 32 per standard deviation)."""
+    mask = jnp.zeros((4000, 2000), bool).at[:, 5].set(True).at[:, 1234].set(True)
+    a = np.asarray(jax.jit(players.random_legal)(jax.random.PRNGKey(0), mask))
+    assert set(a.tolist()) <= {5, 1234}
+    assert abs(int((a == 5).sum()) - 2000) < 130
+
+
+def test_greedy_plays_the_legal_argmax_of_the_policy():
+    """Hand-worked: the highest logit among the legal actions, whatever the illegal ones
+    say (a network function that leaves its logits unmasked)."""
+    logits = jnp.array([[5.0, 1.0, 3.0, 2.0], [0.0, 4.0, -1.0, 9.0]])
+    states = types.SimpleNamespace(
+        observation=jnp.zeros((2, 1)),
+        legal_action_mask=jnp.array([[False, True, True, True], [True, True, True, False]]))
+    act = players.greedy_act(lambda variables, obs, mask: (logits, jnp.zeros(2)))
+    assert np.asarray(act(None, states, None)).tolist() == [2, 1]
+
+
+def test_simulation_counts_up_to_the_maximum_are_accepted():
+    from az_jax import MAX_SIMULATIONS
+
+    for kind in ("mcts", "mcts-rollout"):
+        assert players.parse_opponent(f"{kind}:{MAX_SIMULATIONS}").simulations == MAX_SIMULATIONS
+        with pytest.raises(ValueError, match=f"must be at most {MAX_SIMULATIONS}"):
+            players.parse_opponent(f"{kind}:{MAX_SIMULATIONS + 1}")
+
+
+def test_gauntlet_plays_opponent_i_with_its_own_key(tmp_path):
+    """`play_all`: opponent i's match is the runner's match with fold_in(key, i) (as its
+    docstring says), a skipped opponent (None) gives None; an unavailable checkpoint is
+    None with skip_missing, an error without."""
+    from az_jax.eval.gauntlet import Gauntlet
+
+    g = Gauntlet(TTT, 16)
+    rnd = players.PlayerFactory(TTT).random()
+    key = jax.random.PRNGKey(7)
+    got = g.play_all(rnd, [rnd, None, rnd], key)
+    assert got[1] is None
+    for i in (0, 2):
+        want = g.runner.play(rnd, rnd, jax.random.fold_in(key, i))
+        assert (got[i].first, got[i].second, got[i].mean_plies) == (
+            want.first, want.second, want.mean_plies), i
+    assert (got[0].first, got[0].second) != (got[2].first, got[2].second)
+
+    s = _setup(False)
+    factory = players.PlayerFactory(TTT, s.net, s.search, str(tmp_path))
+    latest = players.parse_opponents("random,checkpoint:latest")
+    assert g.resolve(factory, latest, skip_missing=True)[1] is None
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        g.resolve(factory, latest)
+
+
+def test_network_players_search_in_evaluation_mode():
+    """mcts:N searches in evaluation mode: no root noise and no sampled move, so the moves
+    of an untrained network do not depend on the key (self-play's noise makes them)."""
+    s = _setup(False)
+    variables = network.init_variables(s.net, TTT, jax.random.PRNGKey(0))
+    act = jax.jit(players.search_act(s.search, 4))
+    states = _ttt_states([(), (4,), (0, 4), (0, 4, 8)])
+    moves = {tuple(np.asarray(act(variables, states, jax.random.PRNGKey(k))).tolist())
+             for k in range(8)}
+    assert len(moves) == 1, moves
+
+
 # ------------------------------------------------------------------ rollout MCTS
 def _c4_states(move_lists):
     return solver_bench.states_from_moves(

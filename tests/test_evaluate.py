@@ -198,3 +198,49 @@ def test_rollout_mcts_keeps_the_sign_when_the_mover_moves_again():
     act = jax.jit(rollout_mcts_act(env, 32, max_plies=4))
     states = jax.tree.map(lambda x: jax.numpy.stack([x] * 8), env.init())
     np.testing.assert_array_equal(act(None, states, jax.random.PRNGKey(0)), [1] * 8)
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--opening-plies", "-1"], "--opening-plies=-1 must be >= 0"),
+    (["--batch-size", "1"], "--batch-size=1 must be >= 2"),
+    (["--tactics", str(ROOT / "tests" / "data" / "gomoku_tactics_9x9.jsonl"),
+      "--tactics-limit", "0"], "--tactics-limit=0 must be >= 1"),
+    (["--sims", "2,3"], "matches take one count"),  # the run's own opponents: matches
+])
+def test_bad_flags_fail_before_any_checkpoint_is_read(tmp_path, capsys, argv, why):
+    """Checked before anything is restored: an empty folder (no checkpoint) gets the flag's
+    own error, not "no checkpoints"."""
+    assert evaluate.main(["--workdir", str(tmp_path), "--no-elo", "--no-plots", *argv]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "no checkpoints" not in err, err
+
+
+def test_sims_flag_reads_counts_from_1_to_the_maximum():
+    import argparse
+
+    assert evaluate._sims("64") == [64] and evaluate._sims("2, 3,") == [2, 3]
+    assert evaluate._sims(str(evaluate.cli.MAX_SIMULATIONS)) == [evaluate.cli.MAX_SIMULATIONS]
+    for bad in ("0", "4,0", "-2", str(evaluate.cli.MAX_SIMULATIONS + 1), "", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            evaluate._sims(bad)
+
+
+def test_results_table_hand_worked():
+    """A: 3-1-0 moving first, 1-0-2 moving second: total 4-1-2, score (4 + 1/2) / 7."""
+    from az_jax.eval.match import WDL, MatchResult
+
+    r = MatchResult("me", "random", WDL(3, 1, 0), WDL(1, 0, 2), unfinished=1)
+    head, row = evaluate.format_results([r], "title").splitlines()[1:]
+    assert head.split()[:4] == ["opponent", "games", "as", "first"]
+    assert row.split()[:6] == ["random", "7", "3-1-0", "1-0-2", "4-1-2", "0.643"]
+    assert row.endswith("(1 unfinished = draws)")
+
+
+def test_opening_plies_zero_is_kept(runs, capsys):
+    """--opening-plies 0 (no random opening) is a value, not "use the run's default" (2)."""
+    code = evaluate.main(["--workdir", str(runs["ttt"]), "--against", "random", "--games", "2",
+                          "--sims", "2", "--opening-plies", "0", "--quiet", "--no-elo",
+                          "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "colours alternated, 0 random opening plies" in out, out

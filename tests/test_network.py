@@ -376,6 +376,80 @@ def test_illegal_actions_get_the_most_negative_finite_logit(head):
     assert (np.asarray(jax.nn.softmax(masked))[~mask] == 0).all()
 
 
+def _np_conv(x, kernel, bias):
+    """A 'SAME' convolution in numpy: NHWC input, HWIO kernel (flax's layout), odd sizes."""
+    kh, kw = kernel.shape[:2]
+    b, h, w, _ = x.shape
+    padded = np.pad(x, [(0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)])
+    out = np.zeros((b, h, w, kernel.shape[-1]))
+    for i in range(kh):
+        for j in range(kw):
+            out += padded[:, i:i + h, j:j + w, :] @ kernel[i, j]
+    return out + bias
+
+
+@pytest.mark.parametrize("head, norm", [("dense", "none"), ("conv", "none"), ("dense", "layer")])
+def test_forward_pass_is_the_documented_architecture(head, norm):
+    """One residual block, written out in numpy (float64) from the docstrings: stem
+    conv-norm-relu; the block conv-norm-relu (+ the global pooling bias: a dense layer of
+    the mean and the max over the board), conv-norm, the skip, relu; the policy head's 1x1
+    conv (2 channels)-norm-relu, then a dense layer over the flattened board (dense) or a
+    1x1 conv to one logit per point (conv); the value head's 1x1 conv-norm-relu, flattened
+    (dense) or pooled (conv), dense-relu-dense-tanh. Convolutions have biases only without
+    a norm; the layer norm normalises each position's whole [H, W, C] feature map."""
+    env = envs.make("tictactoe")
+    net = network.ResNet(num_actions=9, channels=4, num_blocks=1, norm=norm, head=head,
+                         global_pool=head == "conv")
+    variables = network.init_variables(net, env, jax.random.PRNGKey(0))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.4, (3, *env.observation_shape))
+    logits, value = net.apply(variables, obs)
+    q = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
+    relu = lambda a: np.maximum(a, 0.0)
+    conv = lambda a, name: _np_conv(a, q[name]["kernel"], q[name].get("bias", 0.0))
+    dense = lambda a, name: a @ q[name]["kernel"] + q[name]["bias"]
+    pool = lambda a: np.concatenate([a.mean(axis=(1, 2)), a.max(axis=(1, 2))], axis=-1)
+    norms = iter(range(5))
+
+    def nrm(a):
+        if norm == "none":
+            return a
+        ln = q[f"LayerNorm_{next(norms)}"]  # flax's epsilon 1e-6
+        mean, var = a.mean(axis=(1, 2, 3), keepdims=True), a.var(axis=(1, 2, 3), keepdims=True)
+        return (a - mean) / np.sqrt(var + 1e-6) * ln["scale"] + ln["bias"]
+
+    x = relu(nrm(conv(np.asarray(obs, np.float64), "Conv_0")))
+    y = relu(nrm(conv(x, "Conv_1")))
+    if head == "conv":
+        y = y + dense(pool(y), "Dense_0")[:, None, None, :]
+    x = relu(x + nrm(conv(y, "Conv_2")))
+    p = relu(nrm(conv(x, "Conv_3")))
+    if head == "conv":
+        want_logits = conv(p, "Conv_4").reshape(3, 9)
+        v = pool(relu(nrm(conv(x, "Conv_5"))))
+    else:
+        want_logits = dense(p.reshape(3, -1), "Dense_0")
+        v = relu(nrm(conv(x, "Conv_4"))).reshape(3, -1)
+    want_value = np.tanh(dense(relu(dense(v, "Dense_1")), "Dense_2")[:, 0])
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm", network._NORMS)
+def test_convolutions_have_biases_only_without_a_norm(norm):
+    """A bias before a batch or layer norm is a parameter the norm (mostly) undoes; the
+    layout of saved checkpoints has none there. The conv head's last 1x1 convolution
+    (no norm after it) always has one."""
+    env = envs.make("tictactoe")
+    for head in network.HEADS:
+        net = network.ResNet(num_actions=9, channels=4, num_blocks=1, norm=norm, head=head)
+        params = jax.eval_shape(lambda: network.init_variables(net, env,
+                                                               jax.random.PRNGKey(0)))["params"]
+        convs = {k: "bias" in v for k, v in params.items() if k.startswith("Conv")}
+        logit_conv = {"Conv_4"} if head == "conv" else set()
+        assert {k for k, b in convs.items() if b} == (set(convs) if norm == "none"
+                                                      else logit_conv), (head, convs)
+
+
 @pytest.mark.slow
 def test_a_wdl_run_trains_evaluates_and_restores(tmp_path):
     """network.value_head=wdl through the whole loop: self-play, the learner, an evaluation,

@@ -70,6 +70,8 @@ BAD_LINES = {
                  "unknown category 'fork'"),
     "answer": ('{"moves":[4],"to_move":"white","category":"vcf3","answers":[4]}',
                "answer 4 is an occupied point"),
+    "no answers": ('{"moves":[4],"to_move":"white","category":"vcf3","answers":[]}',
+                   "s.jsonl:3: no answers"),
 }
 
 
@@ -107,6 +109,22 @@ def test_solve_rates_count_answers():
     rnd = tactics.random_rates(ps, 9)
     assert rnd["win_in_one"] == pytest.approx(1 / 81)
     assert rnd["vcf3"] == pytest.approx((2 / 80 + 1 / 81) / 2)
+    assert rnd["all"] == pytest.approx((2 / 80 + 1 / 81 + 1 / 81) / 3)  # per position
+
+
+def test_format_rows_hand_worked():
+    """One column per agent (the network alone is "network"), solved / total per category,
+    the positions column from the counts, and the random baseline last."""
+    rows = [{"agent": "iter-3/greedy", "seconds": 2.0,
+             "rates": {"vcf3": (1, 4), "all": (1, 4)}},
+            {"agent": "iter-3/mcts:64", "seconds": 31.0,
+             "rates": {"vcf3": (3, 4), "all": (3, 4)}}]
+    lines = tactics.format_rows(rows, {"vcf3": 0.02, "all": 0.02}).splitlines()
+    assert [line.split() for line in lines] == [
+        ["category", "positions", "network", "mcts:64", "random"],
+        ["vcf3", "4", "0.250", "0.750", "0.020"],
+        ["all", "4", "0.250", "0.750", "0.020"],
+        ["seconds", "2", "31"]]
 
 
 def test_make_writes_a_loadable_suite(tmp_path, capsys):
@@ -124,6 +142,34 @@ def test_make_writes_a_loadable_suite(tmp_path, capsys):
         assert t.category == p.category and tuple(np.flatnonzero(t.answers)) == p.answers
     assert tactics.main(["make", "--size", "7", "--out", str(out), "--sources", "alpha"]) == 2
     assert "unknown source 'alpha'" in capsys.readouterr().err
+
+
+def test_select_takes_the_first_n_positions_of_each_category():
+    cats = ["vcf3", "win_in_one", "vcf3", "vcf3", "win_in_one", "win_in_one"]
+    ps = [tactics.Position((i,), c, (80,)) for i, c in enumerate(cats)]
+    assert tactics.select(ps, 2) == [ps[0], ps[1], ps[2], ps[4]]
+    assert tactics.select(ps, 1) == ps[:2]
+    assert tactics.select(ps, None) == ps
+
+
+def test_header_sizes_5_to_19_are_read(tmp_path):
+    head = {"format": tactics.FORMAT, "version": 1, "env": "gomoku", "rule": "freestyle"}
+    line = '{"moves":[6,0],"to_move":"black","category":"win_in_one","answers":[7]}'
+    for size in (5, 19):
+        assert tactics.load(_suite_file(tmp_path, [line], header=head | {"size": size})
+                            ).size == size
+    for size in (4, 20):
+        with pytest.raises(ValueError, match="int size in 5..19"):
+            tactics.load(_suite_file(tmp_path, [GOOD], header=head | {"size": size}))
+
+
+def test_make_refuses_a_solver_noise_outside_0_to_1(tmp_path, capsys):
+    out = tmp_path / "never.jsonl"
+    for source in ("solver:1.5", "solver:-0.1", "solver:x", "mcts:0", "random:3"):
+        assert tactics.main(["make", "--size", "7", "--out", str(out), "--sources",
+                             source]) == 2
+        assert f"unknown source {source!r}" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.fixture(scope="module")
