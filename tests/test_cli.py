@@ -1,5 +1,5 @@
 """The front ends' command lines: help texts that name what exists, one-line errors (exit
-status 2) for a bad port or a missing config file, SIGTERM as Ctrl-C; and the plots of a run."""
+status 2) for a bad port or a missing config file, SIGTERM as Ctrl-C."""
 
 from __future__ import annotations
 
@@ -198,37 +198,3 @@ def test_sigterm_stops_the_command_as_ctrl_c_and_the_handler_is_restored():
         assert issubclass(cli.Terminated, KeyboardInterrupt)  # `finally` blocks run
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-# ------------------------------------------------------------------ plots (host side)
-def test_win_rates_are_scores_of_the_main_network_per_opponent():
-    """win_rates.png's series from hand-worked Elo records: score = (wins + draws / 2) /
-    games, from the network's side whichever side of the record it is on; a match with a
-    newer network counts for the newer one only ("older networks"); the same network
-    played another way is its own line; the network played greedily is not the main line,
-    even when greedy names are the most common."""
-    from az_jax import plots
-
-    def rec(a, b, wins, draws, losses):
-        return {"a": a, "b": b, "wins": wins, "draws": draws, "losses": losses}
-
-    data = {"matches": [
-        rec("iter-2/mcts:8", "random", 3, 2, 1),  # 4 / 6
-        rec("random", "iter-1/mcts:8", 1, 1, 2),  # iteration 1: 2.5 / 4
-        rec("iter-1/mcts:8", "iter-2/mcts:8", 1, 0, 3),  # iteration 2 won 3 of 4
-        rec("iter-2/mcts:8", "iter-2/greedy", 2, 0, 0),
-        rec("iter-1/greedy", "random", 0, 0, 2), rec("random", "iter-3/greedy", 1, 0, 0),
-    ]}
-    series = plots._win_rate_series(data)
-    assert series == {"random": [(1, 2.5 / 4), (2, 4 / 6)], "older networks": [(2, 0.75)],
-                      "greedy": [(2, 1.0)]}
-
-
-def test_metrics_with_a_torn_last_line_are_read(tmp_path):
-    from az_jax import plots
-
-    (tmp_path / "metrics.jsonl").write_text('{"iteration": 1, "loss": 2.0}\n'
-                                            '{"iteration": 2, "loss": 1.5}\n{"iterat')
-    assert plots.read_metrics(tmp_path) == [{"iteration": 1, "loss": 2.0},
-                                            {"iteration": 2, "loss": 1.5}]
-    assert plots.read_metrics(tmp_path / "none") == []
