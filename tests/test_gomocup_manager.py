@@ -136,6 +136,13 @@ class _Never:
         self.release.wait(30)
         raise RuntimeError("not loaded in this test")
 
+    def end(self, brain):
+        """Lets the load fail now and waits for it, so that the traceback the brain prints
+        for a failed load goes to this test's captured output, not the next test's."""
+        self.release.set()
+        if brain._job is not None:
+            brain._job[3].join(30)
+
 
 def test_protocol_answers_before_any_model_loads():
     out, loader = [], _Never()
@@ -183,7 +190,7 @@ def test_protocol_answers_before_any_model_loads():
         n = len(out)
         assert brain.handle("END") is False and len(out) == n  # END exits, answering nothing
     finally:
-        loader.release.set()
+        loader.end(brain)
 
 
 def test_time_left_rules_whenever_the_manager_sends_it():
@@ -201,7 +208,7 @@ def test_time_left_rules_whenever_the_manager_sends_it():
         # The search gets 80% of the turn less 10 ms (the module's doc): the rest answers.
         assert brain.budget() == pytest.approx(0.8 * 5.0 - 0.010)
     finally:
-        loader.release.set()
+        loader.end(brain)
     # Near the end of a game too: 5 points left on a 5x5 board, 800 ms left in the match.
     # The 20 stones (the top four rows, left to right, black first) make no five: rows
     # alternate, no column or diagonal is full.
@@ -214,7 +221,7 @@ def test_time_left_rules_whenever_the_manager_sends_it():
         assert not any(line.startswith("ERROR") for line in out), out
         assert 0 < brain.move_seconds() <= 0.8 / 8, brain.move_seconds()
     finally:
-        loader.release.set()
+        loader.end(brain)
 
 
 def test_protocol_edges_of_start_begin_and_board():
@@ -257,7 +264,7 @@ def test_protocol_edges_of_start_begin_and_board():
         n = len(out)
         assert brain.handle("END") is False and len(out) == n
     finally:
-        loader.release.set()
+        loader.end(brain)
 
 
 def test_board_stones_in_any_order_under_exactly_five():
@@ -278,7 +285,7 @@ def test_board_stones_in_any_order_under_exactly_five():
                          "DONE"]:
                 brain.handle(line)
         finally:
-            loader.release.set()
+            loader.end(brain)
         assert re.fullmatch(r"\d+,\d+", out[-1]), out
         answers.append(out[-1])
     assert answers[0] == answers[1]
@@ -290,7 +297,7 @@ def test_board_stones_in_any_order_under_exactly_five():
                      *(f"{x},{y},1" for x, y in own[:4]), "DONE"]:
             brain.handle(line)
     finally:
-        loader.release.set()
+        loader.end(brain)
     assert out[-1].startswith("ERROR the position on BOARD is already decided"), out
 
 
