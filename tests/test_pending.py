@@ -258,3 +258,173 @@ def test_the_trainer_discounts_pending_targets():
     assert len(stored) >= 8 * 5  # every ply of every game (all end within the window)
     assert np.isclose(stored[:, None], allowed[None]).any(1).all(), np.unique(stored)
     assert ((np.abs(stored) > 0) & (np.abs(stored) < 0.95)).any()
+
+
+def test_selfplay_metrics_by_hand():
+    """The metrics of one window, hand-counted from a made-up trajectory [T=3, B=3]: four
+    games end (a win for each player, one by the loser's own illegal move, and a draw that
+    the second player ends), and the per-update metrics of three updates, one skipped."""
+    from az_jax import trainer
+
+    # Per ply (mover, mover's reward, done, |root value|); columns are game slots.
+    plies = [[(0, 0.0, False, 0.1), (1, 0.0, False, 0.2), (0, 1.0, True, 0.3)],
+             [(1, 1.0, True, 0.4), (0, 0.0, False, 0.5), (0, 0.0, False, 0.6)],
+             [(0, 0.0, False, 0.7), (1, 0.0, True, 0.8), (1, -1.0, True, 0.9)]]
+    field = lambda i, dtype: jnp.asarray([[p[i] for p in row] for row in plies], dtype)
+    policy = jnp.ones((3, 3, 9)).at[2, 0].set(0.0)  # one ply searched fast (no policy target)
+    sign = jnp.asarray([[1, -1, 1], [-1, 1, -1], [1, -1, 1]], jnp.float32)
+    traj = selfplay.Trajectory(
+        observation=jnp.zeros((3, 3, 1)), policy=policy, legal_mask=policy > 0,
+        player=field(0, jnp.int32), reward=field(1, jnp.float32), done=field(2, bool),
+        next_player=1 - field(0, jnp.int32), root_value=sign * field(3, jnp.float32))
+    valid = jnp.zeros((5, 3), bool).at[:2].set(True)  # 6 plies written
+    dropped = jnp.zeros((5, 3), bool).at[4, 2].set(True)  # 1 ply lost
+    counts = trainer._selfplay_counts(traj, valid, jnp.int32(7), dropped)
+    c = ml_collections.ConfigDict({"train": {"updates_per_iteration": 3}})
+    m = {"loss": jnp.asarray([1.0, jnp.nan, 3.0]), "skipped": jnp.asarray([0.0, 1.0, 0.0])}
+    got = trainer._to_host(trainer._iteration_metrics(m, True, counts, jnp.int32(40), c))
+    assert got == pytest.approx(dict(
+        loss=2.0, skipped=1.0, updates=3.0, games=4.0, moves=9.0,
+        # first player's wins: slot 2 at t=0 (p0 wins), slot 2 at t=2 (p1 loses); the draw
+        # (slot 1, t=2, ended by p1) is no win for anyone
+        first_player_win_rate=2 / 4, draw_rate=1 / 4,
+        plies_added=6.0, plies_pending=7.0, plies_dropped=1.0, plies_full_search=8.0,
+        root_value_abs=4.5 / 9, buffer_size=40.0))
+    m = {"loss": jnp.full(3, jnp.nan), "skipped": jnp.full(3, jnp.nan)}  # none ran
+    waiting = trainer._to_host(trainer._iteration_metrics(m, False, counts, jnp.int32(5), c))
+    assert (waiting["updates"], waiting["skipped"]) == (0.0, 0.0)
+
+
+# A tiny tic-tac-toe run of 5 iterations (3-ply windows of 8 games in 2 shards: 24 plies
+# an iteration; no game ends within the first window), evaluated every 2 iterations (no
+# time cap), saved every 2 (and at its end) with its replay; and a copy of it killed after
+# logging iteration 3, before saving iteration 4 (checkpoints 4 and 5 gone), resumed by the
+# same command: it goes on from checkpoint 2 and plays iterations 3 to 5 again. New games
+# may start from archived positions. Training starts at 49 plies in the replay: more than
+# the first two windows can write (8 x 6 plies).
+PLIES, MIN_SIZE = 8 * 3, 49
+
+
+@pytest.fixture(scope="module")
+def resumed_run(tmp_path_factory):
+    import shutil
+
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    c = tiny_training(tictactoe.get_config(), train__num_iterations=5, eval__every=2,
+                      checkpoint__every=2, checkpoint__save_replay=True, parallel__shards=2,
+                      replay__min_size=MIN_SIZE, selfplay__archive_starts=0.5)
+    c.eval.opponents, c.eval.max_share = "random", 0.0
+    c.search.eval_tactics = "none"
+    straight = tmp_path_factory.mktemp("run") / "straight"
+    trainer.train_and_evaluate(c, str(straight))
+    saved = checkpoint.saved_steps(straight)
+    killed = straight.parent / "killed"
+    shutil.copytree(straight, killed)
+    for step in (4, 5):
+        shutil.rmtree(killed / checkpoint.SUBDIR / str(step), ignore_errors=True)
+    log = killed / "metrics.jsonl"
+    log.write_text("".join(line + "\n" for line in log.read_text().splitlines()[:3]))
+    trainer.train_and_evaluate(c, str(killed))
+    return c, straight, killed, saved
+
+
+def _rows(workdir):
+    import json
+
+    return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _saved(c, workdir, step, tmp_path):
+    """Checkpoint `step`'s (train_state, best_params)."""
+    import shutil
+
+    from az_jax import trainer
+
+    alone = tmp_path / f"step{step}"  # restore_latest reads the newest: a copy of it alone
+    shutil.copytree(workdir / checkpoint.SUBDIR / str(step), alone / checkpoint.SUBDIR / str(step))
+    train_state, _, _ = trainer.Setup(c, jax.devices()[:1]).initial(jax.random.PRNGKey(0))
+    target = {"train_state": train_state, "best_params": train_state.params}
+    _, state, _, _ = checkpoint.restore_latest(checkpoint.manager(alone), target)
+    return state["train_state"], state["best_params"]
+
+
+def test_the_run_log_accounts_for_every_ply_once(resumed_run):
+    """Each iteration's row, hand-counted: 24 plies played; a ply is either written to the
+    replay, still pending or dropped (none: tic-tac-toe fits the store), so what was pending
+    before plus 24 is what was added plus what is pending now; the replay (never full) holds
+    every ply added. The first window ends no game; by the end of the third every game
+    that started the run has ended (9 plies at most), so from then on each shard holds some
+    and the steps run exactly when the replay holds MIN_SIZE plies; the last one does, as
+    at most 8 plies of each game are pending. The resumed run carries the pending plies and
+    the replay of checkpoint 2 on."""
+    _, straight, killed, _ = resumed_run
+    for workdir in (straight, killed):
+        rows = _rows(workdir)
+        assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5], workdir.name
+        assert (rows[0]["games"], rows[0]["plies_added"], rows[0]["plies_pending"],
+                rows[0]["buffer_size"], rows[0]["updates"]) == (0, 0, PLIES, 0, 0)
+        pending = added = 0
+        for r in rows:
+            assert r["moves"] == PLIES and r["plies_dropped"] == 0, r["iteration"]
+            assert pending + PLIES == r["plies_added"] + r["plies_pending"], r["iteration"]
+            pending, added = r["plies_pending"], added + r["plies_added"]
+            assert r["buffer_size"] == added, r["iteration"]
+            ready = r["iteration"] >= 3 and r["buffer_size"] >= MIN_SIZE
+            assert r["updates"] == ready and np.isfinite(r["loss"]) == ready, r["iteration"]
+        assert rows[-1]["updates"] == 1
+
+
+def test_a_killed_run_resumes_where_its_checkpoint_left_it(resumed_run):
+    """Iterations 3 to 5, played again from checkpoint 2 (games, pending plies, replay,
+    network, RNG stream), are those of the run that was not killed; each is logged once."""
+    _, straight, killed, _ = resumed_run
+    counted = ["games", "first_player_win_rate", "draw_rate", "plies_added", "plies_pending",
+               "plies_dropped", "buffer_size", "updates", "skipped"]
+    for a, b in zip(_rows(straight), _rows(killed), strict=True):
+        assert {k: a[k] for k in counted} == {k: b[k] for k in counted}, a["iteration"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5, nan_ok=True), a["iteration"]
+
+
+def test_evaluations_and_checkpoints_come_at_their_iterations(resumed_run, tmp_path):
+    """eval.every=2: iterations 2 and 4 evaluate; checkpoint.every=2: 2, 4 and the last, 5,
+    are saved. eval_share is evaluation's share of the process's time so far (rows'
+    seconds and eval/seconds). Without gating the best network is the last evaluated one,
+    and the saved network took one gradient step per iteration that reported one."""
+    c, straight, killed, saved = resumed_run
+    assert saved == checkpoint.saved_steps(killed) == [2, 4, 5]
+    for workdir in (straight, killed):
+        assert [r["iteration"] for r in _rows(workdir) if "eval/seconds" in r] == [2, 4]
+    share = lambda rows, upto: (  # noqa: E731
+        sum(r.get("eval/seconds", 0.0) for r in rows[:upto])
+        / sum(r["seconds"] + r.get("eval/seconds", 0.0) for r in rows[:upto]))
+    rows = _rows(straight)
+    assert rows[1]["eval_share"] == pytest.approx(share(rows, 2), rel=0.02)
+    assert rows[3]["eval_share"] == pytest.approx(share(rows, 4), rel=0.02)
+    resumed = _rows(killed)[2:]  # the resumed process's own time
+    assert resumed[1]["eval_share"] == pytest.approx(share(resumed, 2), rel=0.02)
+    last, best = _saved(c, straight, 5, tmp_path)
+    evaluated, _ = _saved(c, straight, 4, tmp_path)
+    assert int(last.step) == sum(r["updates"] for r in rows)
+    jax.tree.map(np.testing.assert_array_equal, best, evaluated.params)
+
+
+def test_without_pending_plies_the_running_games_plies_are_dropped():
+    """selfplay.pending=False: a 4-ply window of tic-tac-toe (8 games) ends no game (5 plies
+    at least), so its 32 plies are all counted as dropped, none added or pending."""
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    c = tiny_training(tictactoe.get_config(), selfplay__num_plies=4, selfplay__pending=False)
+    assert trainer.targets_mode(c) == "drop"
+    setup = trainer.Setup(c, jax.devices()[:1])
+    train_state, games, buffer = setup.initial(jax.random.PRNGKey(0))
+    play, _ = trainer.make_steps(setup)
+    _, buffer, counts = jax.jit(play)(train_state.variables, games, buffer, jax.random.PRNGKey(1))
+    names = ["moves", "games", "plies_added", "plies_pending", "plies_dropped"]
+    assert {k: int(counts[k]) for k in names} == dict(
+        moves=32, games=0, plies_added=0, plies_pending=0, plies_dropped=32)
+    assert int(np.asarray(buffer.size).sum()) == 0
