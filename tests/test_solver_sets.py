@@ -48,6 +48,8 @@ def test_phase_rejects_full_board():
     ((1, 1, 1, 1, -1, -1, -1), (4, 7), "easy"),    # k = 4 > 7/2
     ((0, 0, "x", "x", "x", "x", -3), (2, 3), "easy"),  # full columns are not moves
     ((0, -4, "x", "x", "x", "x", "x"), (1, 2), "hard"),
+    ((1, 1, -1, -1, "x", "x", "x"), (2, 4), "medium"),  # k = n/2 exactly: not > n/2
+    ((0, 0, 0, -1, -1, -1, "x"), (3, 6), "medium"),
     ((-3, -3, -5, -3, -3, -3, -3), (7, 7), "none"),  # all lose: no mistake possible
     ((2, 3, "x", 4, 4, 9, 1), (6, 6), "none"),
 ])
@@ -64,6 +66,33 @@ def test_hand_worked_forced_win():
     scores = (-18, -18, -18, 18, -18, -18, -18)  # what a solver must say, by hand
     p = _pos(moves, scores)
     assert solver_sets.set_name(p) == "beginning_hard"
+
+
+@pytest.mark.parametrize("moves, why", [
+    ("112233", None),
+    ("1122334", "already won at move 7 of 7"),  # four in a row on the bottom row, exactly
+    # The first player's stones at (row, column) (0, 5), (1, 4), (2, 3), (3, 2), 1-based
+    # columns: a diagonal down to the right, completed by the 11th stone; and its mirror.
+    ("5323463242", None),
+    ("53234632422", "already won at move 11 of 11"),
+    ("35654256466", "already won at move 11 of 11"),
+    (DRAWN_GAME, None),
+    (DRAWN_GAME + "2", "the board is full"),  # the 42nd stone, in the last free cell
+    ("1111111", "move 7 plays column 1, which is full"),
+])
+def test_check_moves_by_hand(moves, why):
+    found = connect4_positions._check_moves(moves)[1]
+    assert found is None if why is None else why in found
+
+
+def test_parse_line_full_columns():
+    # Column 1 holds six stones (no four of one side): full, so its score must be 'x'.
+    p = connect4_positions.parse_line("111111 0 x,0,0,0,0,0,0")
+    assert p.column_scores[0] is None and p.outcomes().tolist() == [-2, 0, 0, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="marked full"):
+        connect4_positions.parse_line("11111 0 x,0,0,0,0,0,0")
+    with pytest.raises(ValueError, match="its score must be 'x'"):
+        connect4_positions.parse_line("111111 0 0,0,0,0,0,0,0")
 
 
 def test_board_key_transpositions_and_mirrors():
@@ -126,6 +155,38 @@ def test_hand_worked_forced_win_bitbully():
 
 
 # ------------------------------------------------------------------ the generator
+@needs_bitbully
+def test_generate_draws_distinct_positions_of_every_length():
+    # Exactly 7 positions have 1 stone: asking for 7 must give each of them once.
+    got = connect4_positions.generate(7, 1, 1, seed=0)
+    assert sorted(p.moves for p in got) == ["1", "2", "3", "4", "5", "6", "7"]
+    # Negamax of the empty board's column scores (-2, -1, 0, 1, 0, -1, -2; Pons's blog):
+    # after the first stone in column c the second player's score is minus column c's.
+    assert {p.moves: p.score for p in got} == dict(zip("1234567", (2, 1, 0, -1, 0, 1, 2),
+                                                       strict=True))
+    with pytest.raises(ValueError, match="could not find 8 distinct"):
+        connect4_positions.generate(8, 1, 1, seed=0)
+
+
+def test_the_empty_board_never_goes_into_a_set_file():
+    """Pons's format names a position by its moves, so the empty board has no line (it was
+    written as ' 1 ...' and read back as moves '1'): the sets' candidates start at one
+    stone, the generator at `min_moves` 1, and writing it is an error."""
+    assert solver_sets.candidates(["4455", "12"]) == ["4", "44", "445", "1"]
+    with pytest.raises(ValueError, match="the empty board has no line"):
+        Position("", 1, (-2, -1, 0, 1, 0, -1, -2)).to_line()
+    with pytest.raises(ValueError, match="need 1 <= min_moves"):
+        connect4_positions.generate(1, 0, 3, seed=0)
+
+
+@needs_bitbully
+def test_label_checks_the_files_score():
+    (p,) = connect4_positions.label([Position("152637", 18)])
+    assert p.column_scores == (-18, -18, -18, 18, -18, -18, -18)  # by hand, see above
+    with pytest.raises(ValueError, match="the file says 0, bitbully 18"):
+        connect4_positions.label([Position("152637", 0)])
+
+
 @needs_bitbully
 def test_make_sets_tiny_recipe():
     import envs

@@ -54,6 +54,9 @@ class Position:
                         np.int8)
 
     def to_line(self) -> str:
+        if not self.moves:  # "<moves>" would be empty: the line would not read back
+            raise ValueError("the empty board has no line in Pons's format (moves: 1-42 "
+                             "columns)")
         text = f"{self.moves} {self.score}"
         if self.column_scores is not None:
             text += " " + ",".join("x" if s is None else str(s) for s in self.column_scores)
@@ -236,8 +239,8 @@ def generate(n: int, min_moves: int, max_moves: int, seed: int = 0,
     Each position has a uniformly random length in [min_moves, max_moves]; a random game
     that ends before that length is discarded.
     """
-    if not 0 <= min_moves <= max_moves <= ROWS * COLS - 1:
-        raise ValueError(f"need 0 <= min_moves ({min_moves}) <= max_moves ({max_moves}) <= 41")
+    if not 1 <= min_moves <= max_moves <= ROWS * COLS - 1:  # the format has no empty board
+        raise ValueError(f"need 1 <= min_moves ({min_moves}) <= max_moves ({max_moves}) <= 41")
     if n < 1:
         raise ValueError(f"n={n} must be >= 1")
     solver = _solver()

@@ -265,10 +265,12 @@ def _play(env, players: _Players, first: Player, second: Player, n: int,
 
 
 def candidates(games: Sequence[str]) -> list[str]:
-    """Every position before a move of the games (the move strings of their prefixes)."""
+    """Every position before a move of the games (the move strings of their prefixes),
+    but the empty board, which the set files cannot hold (Pons's format names a position by
+    its moves)."""
     out = []
     for g in games:
-        for t in range(len(g)):
+        for t in range(1, len(g)):
             if _check_moves(g[:t])[1] is None:
                 out.append(g[:t])
     return out
