@@ -116,6 +116,26 @@ def test_pgx_comparison(tmp_path):
     _positive(out, "ours_over_pgx")
     # 2 plies x 2 simulations: pgx-style evaluates every root, ours once per window.
     assert [row["network_calls"] for row in out["rows"]] == [6, 5]
+    _check_rates(out, batch=4, plies=2, sims=2)
+
+
+def _check_rates(out: dict, batch: int, plies: int, sims: int) -> None:
+    """bench pgx's figures from its rows' times (--repeats 1: one round, so the best time
+    is the round's and ours/pgx is pgx's time over ours however it is taken)."""
+    pgx_row = out["rows"][0]
+    for row in out["rows"]:
+        assert row["moves_per_s"] == pytest.approx(batch * plies / row["run_s"])
+        assert row["simulations_per_s"] == pytest.approx(batch * plies * sims / row["run_s"])
+        assert row["evaluations_per_s"] == pytest.approx(
+            batch * row["network_calls"] / row["run_s"])
+        ratio = pgx_row["run_s"] / row["run_s"]
+        assert row["over_pgx"] == pytest.approx(ratio)
+        assert row["over_pgx_median"] == pytest.approx(ratio)
+        assert row["over_pgx_range"] == pytest.approx([ratio, ratio])
+        assert row["over_pgx_cpu"] == pytest.approx(pgx_row["cpu_s"] / row["cpu_s"])
+    ours = out["rows"][1]  # ours as trained
+    assert out["ours_over_pgx"] == pytest.approx(pgx_row["run_s"] / ours["run_s"])
+    assert out["ours_over_pgx_median"] == pytest.approx(pgx_row["run_s"] / ours["run_s"])
 
 
 def test_pgx_comparison_null_network_over_our_env(tmp_path, capsys):
@@ -134,6 +154,7 @@ def test_pgx_comparison_null_network_over_our_env(tmp_path, capsys):
     for row in out["rows"]:
         _positive(row, "moves_per_s", "simulations_per_s", "over_pgx")
     assert [row["network_calls"] for row in out["rows"]] == [6, 5, 6]
+    _check_rates(out, batch=4, plies=2, sims=2)
     with pytest.raises(SystemExit, match="--null-network"):
         bench.main(["pgx", "--config", str(ROOT / "configs" / "gomoku_9x9.py"), *SIZED])
 
@@ -214,6 +235,64 @@ def test_pgx_style_loops_trace_our_batched_backward(monkeypatch):
     states = jax.vmap(pgx_env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
     jax.eval_shape(play, {}, states, jax.random.PRNGKey(1))
     assert traced == [(2,), (2,)]
+
+
+
+
+def test_pgx_style_loop_over_our_env_searches_as_ours():
+    """One ply of the pgx-style loop over our env: its search is ours from the same root
+    (the network's prior and value at the position) with the same key, in positions a move
+    or two from the end (the tree reaches finished games: their reward and value 0)."""
+    import envs
+    from az_jax import search
+    from az_jax.bench import pgx as pgx_bench
+
+    config, env = _search_config("gumbel"), envs.make("tictactoe")
+    # 5 legal moves, 4 considered (the winning one among them), 8 simulations: the move left
+    # out is valued from the root's value.
+    apply = _toy_apply(env.num_actions)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    for moves in ([0, 4], [3, 0], [1, 8], [4, 2]):  # X 0 1 / O 3 4 and X 4 8 / O 0 2
+        states = jax.vmap(env.step)(states, jnp.array(moves), jax.random.split(
+            jax.random.PRNGKey(1), 2))
+    play = pgx_bench.make_pgx_style_over(env, apply, config, batch=2, plies=1,
+                                         num_simulations=8)
+    key = jax.random.PRNGKey(5)
+    _, (_, weights, _, _, _) = jax.jit(play)({}, states, key)
+    k_search = jax.random.split(jax.random.split(key, 1)[0], 3)[0]  # the loop's first ply
+    ours = search.Search(env, apply, config)
+    want = jax.jit(lambda: ours({}, states, k_search, root=ours.root({}, states),
+                                invalid=~states.legal_action_mask, num_simulations=8))()
+    np.testing.assert_allclose(weights[0], want.action_weights, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("over", ["ours", "pgx"])
+def test_pgx_style_loops_play_whole_games(over):
+    """The pgx-style loops' trajectories, by the rules of tic-tac-toe: a move can only win
+    for its mover, so each ply's reward (the mover's) is +1 or 0, and 0 where a game ends
+    only on the ninth stone; a game goes on with one more stone, or restarts empty once it
+    ended; the discount is -gamma, 0 at the end."""
+    import envs
+    from az_jax.bench import pgx as pgx_bench
+
+    config = _search_config("gumbel")  # discount 0.9
+    if over == "ours":
+        env = envs.make("tictactoe")
+        make = pgx_bench.make_pgx_style_over
+    else:
+        env = pytest.importorskip("pgx").make("tic_tac_toe")
+        make = pgx_bench.make_pgx_selfplay
+    play = make(env, _toy_apply(9), config, batch=2, plies=12, num_simulations=2)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    _, (obs, _, reward, done, discount) = jax.jit(play)({}, states, jax.random.PRNGKey(3))
+    obs, reward, done = np.asarray(obs), np.asarray(reward), np.asarray(done)
+    stones = obs[..., :2].sum(axis=(2, 3, 4))  # [plies, B]: both sides' marks
+    assert stones[0].tolist() == [0, 0]
+    np.testing.assert_array_equal(stones[1:], np.where(done[:-1], 0, stones[:-1] + 1))
+    assert set(reward.ravel().tolist()) <= {0.0, 1.0}
+    assert (reward[done & (stones < 8)] == 1).all() and (reward[~done] == 0).all()
+    assert done.sum() >= 2 and (reward == 1).any()
+    np.testing.assert_allclose(discount, np.where(done, 0.0, -0.9))
 
 
 @pytest.mark.slow

@@ -180,6 +180,15 @@ def test_evaluate_stage_takes_the_runs_game_and_writes_each_point(tmp_path, monk
     assert [p["iteration"] for p in result["points"]] == [1, 2]
     assert result["points"][-1]["train_minutes"] == pytest.approx(0.2)
     assert json.loads((workdir / "learn.json").read_text()) == json.loads(json.dumps(result))
+    # Two 6 s iterations: minutes 0.1 and 0.2, the wall-clock axis the same (no train.json).
+    assert [p["wall_minutes"] for p in result["points"]] == pytest.approx([0.1, 0.2])
+    assert result["points"][0]["train_minutes"] == pytest.approx(0.1)
+    train = result["train"]
+    assert (train["iterations"], train["checkpoints"]) == (2, [1, 2])
+    assert train["train_minutes"] == pytest.approx(0.2) == train["wall_minutes"]
+    # --max-points 1: the last checkpoint alone, and the evaluation is complete.
+    last = bench.main([*cmd, "--max-points", "1"])
+    assert [p["iteration"] for p in last["points"]] == [2] and last["complete"]
 
 
 def test_interrupted_training_keeps_its_checkpoint_and_provenance(tmp_path, monkeypatch):
@@ -229,13 +238,20 @@ time.sleep(60)
     assert result["overrides"] == ["train.learning_rate=0.002"]
     assert result["train"]["stopped_by"] == "interrupted (KeyboardInterrupt)"
     assert [p["iteration"] for p in result["points"]] == [1]
+    # Minutes of training from metrics.jsonl (one 6 s iteration), of wall clock from
+    # train.json: the stand-in ran for seconds.
+    assert result["train"]["train_minutes"] == pytest.approx(0.1)
+    assert result["train"]["wall_minutes"] == pytest.approx(trained["seconds"] / 60)
+    assert result["points"][0]["wall_minutes"] == pytest.approx(
+        trained["checkpoint_seen_s"]["1"] / 60)
 
 
 def test_ladder_plays_the_games_asked():
     """--games is what each match plays, and what learn.json records (min(games, 256) as the
     batch had played 128 for 65 and 512 for 300)."""
     env = envs.make("tictactoe")
-    for games, played in ((300, 300), (65, 66), (64, 64), (1000, 1000), (514, 516)):
+    for games, played in ((300, 300), (65, 66), (64, 64), (1000, 1000), (514, 516),
+                          (258, 260)):  # 2 x 129 would split the colours unevenly: 2 x 130
         ladder = learn_bench.LadderEvaluator(env, "random", games=games)
         assert ladder.runner.num_games == played, games
         assert ladder.describe() == {"ladder": "random", "games": played}
@@ -254,6 +270,8 @@ def test_split_overrides_and_points():
     picked = learn_bench.pick_points(steps, even, 5)
     assert picked == [20, 40, 60, 80, 100]
     assert learn_bench.pick_points([3, 6], even, 5) == [3, 6]
+    # As many steps as points: all of them, however unevenly they lie on the minutes axis.
+    assert learn_bench.pick_points([1, 2, 3], {1: 0.1, 2: 0.2, 3: 3.0}, 3) == [1, 2, 3]
 
 
 def test_ladder_evaluator_and_plot(tmp_path):
@@ -276,3 +294,86 @@ def test_ladder_evaluator_and_plot(tmp_path):
                   {"iteration": 9, "train_minutes": 1.0, "results": {"greedy": scores}}]}
     assert "score by checkpoint" in learn_bench.format_table(result)
     assert learn_bench.plot(result, tmp_path / "l.png").stat().st_size > 5000
+
+
+def _column_4():
+    """A player that always plays the fourth column (action 3), as an agent under test."""
+    import jax.numpy as jnp
+
+    def act(params, states, key):
+        del params, key
+        return jnp.full(states.current_player.shape, 3, jnp.int32)
+
+    return players.Player("col4/greedy", "col4", act)
+
+
+def test_solver_evaluator_rates_by_hand(tmp_path):
+    """Mistake rates over positions whose column scores are made up by hand (the evaluator
+    trusts them): "all" counts every position once (not the mean of the sets), a phase pools
+    the sets whose names start with it, and the random player's rate is per group too."""
+    sets = tmp_path / "sets"
+    sets.mkdir()
+    # Playing column 4: right, wrong, right (beginning); wrong, wrong (end).
+    (sets / "beginning_hard.txt").write_text(
+        "3 0 -1,-1,-1,0,-1,-1,-1\n1 1 1,1,1,-1,1,1,1\n12 0 0,0,0,0,-1,-1,-1\n")
+    (sets / "end_easy.txt").write_text("4 1 1,1,1,-1,1,1,1\n44 0 -1,-1,-1,-1,0,-1,-1\n")
+    env = envs.make("connect4")
+    evaluator = learn_bench.SolverEvaluator([str(sets)], env)
+    assert evaluator.describe()["positions"] == 5
+    # A random player errs with the share of legal moves that lose the best outcome.
+    assert evaluator.random["all"] == pytest.approx((6 + 1 + 3 + 1 + 6) / 7 / 5)
+    assert evaluator.random["beginning"] == pytest.approx((6 + 1 + 3) / 7 / 3)
+    assert evaluator.random["end"] == pytest.approx((1 + 6) / 7 / 2)
+    assert evaluator.random["sets"]["end_easy"] == pytest.approx(0.5)
+    out = evaluator(_column_4(), jax.random.PRNGKey(0))
+    assert out["all"] == pytest.approx(3 / 5)  # 3 mistakes in 5 positions
+    assert out["beginning"] == pytest.approx(1 / 3) and out["end"] == 1.0
+    assert "middle" not in out
+    assert out["sets"] == pytest.approx({"beginning_hard": 1 / 3, "end_easy": 1.0})
+    assert sum(out["horizons"].values()) == 3  # every mistake once
+
+
+def test_ladder_scores_from_the_agents_side():
+    """The score is the agent's, not the opponent's: a rollout MCTS of 32 simulations
+    beats a random player at tic-tac-toe (about 0.97; the sides swapped would give 0.03)."""
+    env = envs.make("tictactoe")
+    factory = players.PlayerFactory(env)
+    ladder = learn_bench.LadderEvaluator(env, "random", games=16)
+    scores = ladder(factory.rollout(32), factory, jax.random.PRNGKey(0))
+    assert scores["random"] > 0.6 and scores["mean"] == scores["random"]
+
+
+def _second_network(workdir: Path, step: int) -> None:
+    """Adds checkpoint `step` to `make_run`'s connect4 run: the same config, another
+    initialisation (another network)."""
+    from az_jax import checkpoint as ckpt
+    from az_jax import learner
+
+    r = ckpt.restore(workdir, step=1)
+    variables = network.init_variables(r.net, r.env, jax.random.PRNGKey(1))
+    state = learner.init_train_state(variables, learner.make_optimizer(r.config.train, 1))
+    ckpt.save(ckpt.manager(workdir), step, {"train_state": state}, {**r.meta, "iteration": step})
+
+
+def test_each_point_evaluates_its_own_checkpoint(tmp_path):
+    """Two checkpoints of different networks evaluated together, each with the network alone
+    and with 2 simulations: each point's network-alone results are those its checkpoint gets
+    evaluated alone with the network alone (--sims 0)."""
+    import argparse
+
+    workdir = make_run(tmp_path / "run", "connect4")
+    _second_network(workdir, 2)
+    sets = str(_small_sets(tmp_path))
+
+    def evaluate(steps, sims):
+        args = argparse.Namespace(sets=sets, sims=sims, seed=0)
+        return learn_bench.evaluate_steps(workdir, steps, args, log=lambda *_: None)[0]
+
+    both = evaluate([1, 2], sims=2)
+    alone = [evaluate([1], sims=0)[0], evaluate([2], sims=0)[0]]
+    assert [p["iteration"] for p in both] == [1, 2]
+    assert [set(p["results"]) for p in both] == [{"greedy", "mcts:2"}] * 2
+    assert alone[0]["results"] != alone[1]["results"]  # the two networks play differently
+    assert [p["results"]["greedy"] for p in both] == [p["results"]["greedy"] for p in alone]
+    # The search plays otherwise than the network alone somewhere (so swapped columns show).
+    assert any(p["results"]["mcts:2"] != p["results"]["greedy"] for p in both)
