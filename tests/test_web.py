@@ -495,12 +495,13 @@ def test_bagh_chal_endings_say_why():
     limit; a fifth capture."""
     env = envs.make("baghchal")
     step = jax.jit(env.step)
-    state = env.state_from_board("""
+    board = """
         T . . . T
         G G G G G
         G G G G G
         G G G G G
-        T G . . T""", player=0, placed=20, captured=4)
+        T G . . T"""
+    state = env.state_from_board(board, player=0, placed=20, captured=4)
     for move in ["B1-C1", "A5-B5", "C1-B1", "B5-A5"] * 2:
         assert not bool(state.terminated)
         state = step(state, env.parse_action(move, state))
@@ -510,12 +511,7 @@ def test_bagh_chal_endings_say_why():
     limit = geometry.outcome(env, state.replace(truncated=np.asarray(True)))
     assert limit["reason"] == "move limit reached (200 plies)"
     # The tigers' fifth capture (A1 over B1 to C1) wins: the game is over, and says why.
-    state = env.state_from_board("""
-        T . . . T
-        G G G G G
-        G G G G G
-        G G G G G
-        T G . . T""", player=1, placed=20, captured=4)
+    state = env.state_from_board(board, player=1, placed=20, captured=4)
     assert not agent_lib.Agent.is_over(state)
     # A game stopped at the move limit is over for the front ends too (not terminated).
     assert agent_lib.Agent.is_over(state.replace(truncated=np.asarray(True)))
