@@ -332,9 +332,9 @@ def resumed_run(tmp_path_factory):
 
 
 def _rows(workdir):
-    import json
+    from az_jax import plots
 
-    return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return plots.read_metrics(workdir)
 
 
 def _saved(c, workdir, step, tmp_path):

@@ -255,6 +255,11 @@ def search_config(policy):
         tactics="threats", eval_tactics="threats"))
 
 
+def _point(name: str, n: int = 9) -> int:
+    """The action of a point named as on the board, "E5" (columns A.., row 1 at the bottom)."""
+    return (n - int(name[1:])) * n + ord(name[0]) - 65
+
+
 def _first_of(category, size=9, seed=3):
     """The first position of clustered random games that the numpy solver labels
     `category`: (moves, the solver's answers)."""
@@ -296,14 +301,12 @@ def test_one_simulation_stops_an_open_three(stones, prefer):
     """The prior hides every defence (per the numpy solver) and likes `prefer` best, which
     is not one; one simulation still plays a defence."""
     env = envs.make("gomoku", size=9)
-    n = 9
-    pt = lambda name: (n - int(name[1:])) * n + ord(name[0]) - 65  # noqa: E731
-    moves = [pt(m) for m in stones]  # black to move
-    board, player = gt.board_from_moves(moves, n)
+    moves = [_point(m) for m in stones]  # black to move
+    board, player = gt.board_from_moves(moves, 9)
     threats, defences = gt.open_three_defences(board, player)
-    assert threats.any() and 0 < defences.sum() < 20 and not defences.flat[pt(prefer)]
+    assert threats.any() and 0 < defences.sum() < 20 and not defences.flat[_point(prefer)]
     defences = np.flatnonzero(defences.reshape(-1))
-    s = _blind_search(env, prefer=pt(prefer), hide=defences, policy="gumbel")
+    s = _blind_search(env, prefer=_point(prefer), hide=defences, policy="gumbel")
     out = jax.jit(lambda st, k: s(None, st, k, evaluation=True))(
         _states(env, [moves]), jax.random.PRNGKey(0))
     assert int(out.action[0]) in defences, env.action_to_str(int(out.action[0]))
@@ -322,15 +325,15 @@ def test_a_four_whose_block_makes_his_four_is_no_defence(white, expected):
     winning point counts against the four as a win of his would. Hand-worked on 9x9:
     black A1 B1 C1 then D1, a four whose only point is E1."""
     env = envs.make("gomoku", size=9)
-    pt = lambda name: (9 - int(name[1:])) * 9 + ord(name[0]) - 65  # noqa: E731
     black = ("A1", "B1", "C1", "D1")
-    moves = [pt(m) for pair in zip(black[:3], white, strict=True) for m in pair] + [pt("D1")]
+    moves = [_point(m) for pair in zip(black[:3], white, strict=True) for m in pair]
+    moves.append(_point("D1"))
     child = jax.tree.map(lambda x: x[0], _states(env, [moves]))  # white to move
     me = 1 - int(child.current_player)
-    assert np.flatnonzero(np.asarray(env.winning_moves(child, me))).tolist() == [pt("E1")]
+    assert np.flatnonzero(np.asarray(env.winning_moves(child, me))).tolist() == [_point("E1")]
     beaten = jax.jit(lambda c: search._wins_in_two_despite(env, c, me))(child)
     assert sorted(env.action_to_str(int(a)) for a in np.flatnonzero(np.asarray(beaten))) \
-        == [env.action_to_str(pt(m)) for m in expected]
+        == [env.action_to_str(_point(m)) for m in expected]
 
 
 def test_bad_threat_settings_are_rejected():
