@@ -105,6 +105,34 @@ def test_engine_rejects_a_move_it_cannot_mirror():
         game.push(env.parse_action("A1-C3"))  # a jump over nothing
 
 
+# Random goats against capturing tigers (found by a one-off search): the goats to move with
+# four goats captured, and every goat move leaves one open to a fifth capture.
+_LOST_FOR_GOATS = ["G13", "B1121", "G14", "B5141", "G25", "Bx1535", "G33", "B3525", "G31",
+                   "B5554", "G12", "B5455", "G32", "B4151", "G44", "Bx2141", "G31", "Bx4121",
+                   "G52", "Bx5153"]
+
+
+def test_engine_plays_the_first_sorted_move_when_every_move_loses():
+    board = ref.Board()
+    for move in _LOST_FOR_GOATS:
+        board.move(move)
+    assert board.next_turn == "G" and board.goats_captured == 4
+    goat_moves = sorted(board.possible_moves())
+    for move in goat_moves:  # the package's own rules: each move allows a capture at once
+        after = ref.Board()
+        for m in _LOST_FOR_GOATS + [move]:
+            after.move(m)
+        assert any(m.startswith("Bx") for m in after.possible_moves()), move
+    game = external.baghchal_minimax(env, 2).new_game()
+    state = env.init(jax.random.PRNGKey(0))
+    for move in _LOST_FOR_GOATS:
+        game.push(FROM_REF[move])
+        state = step(state, FROM_REF[move])
+    action = game.best_action()  # the package keeps no move; the engine still moves
+    assert action == FROM_REF[goat_moves[0]]
+    assert bool(state.legal_action_mask[action]) and not bool(state.terminated)
+
+
 def test_parse_and_errors(monkeypatch):
     assert external.is_external("baghchal-minimax:2") and not external.is_external("mcts:2")
     opps = external.parse_opponents("random, baghchal-minimax:02,mcts:4")
