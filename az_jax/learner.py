@@ -6,8 +6,9 @@ head the value term is the cross-entropy between the head's win/draw/loss logits
 `wdl_target(z)`. With `surprise_weight` s > 0 each position's two terms are weighted by
 (1 - s) + s * KL(target || network policy) / (the batch's mean KL): KataGo's policy surprise
 weighting, with the surprise measured against the network being trained rather than the
-self-play prior (the replay keeps no prior); the weights average 1 over the batch.
-Weight decay through the optimizer (decoupled, AdamW / SGD with `add_decayed_weights`).
+self-play prior (the replay keeps no prior); the weights average 1 over the batch (all 1
+when the batch's mean KL is at most 1e-6). Weight decay through the optimizer: decoupled in
+AdamW; L2 added to the gradient before the momentum in SGD (`add_decayed_weights`).
 A non-finite loss or gradient skips the update and is counted in the metrics.
 """
 
@@ -109,14 +110,17 @@ def wdl_target(z: jax.Array) -> jax.Array:
 def surprise_weights(logits: jax.Array, policy: jax.Array, strength: float) -> jax.Array:
     """float32[N] sample weights (1 - strength) + strength * KL_i / mean KL from the network's
     logits [N, A] and the policy targets [N, A]; positions without a policy target (all
-    zero) weigh 1 and do not count in the mean. No gradient flows through the weights."""
+    zero) weigh 1 and do not count in the mean. When the mean KL is at most 1e-6 (the
+    network already predicts every target) all weights are 1, so they still average 1
+    rather than (1 - strength). No gradient flows through the weights."""
+    eps = 1e-6
     has_policy = policy.sum(-1) > 0  # bool[N]
     cross = optax.softmax_cross_entropy(logits, policy)  # [N]
     entropy = -jnp.sum(jax.scipy.special.xlogy(policy, policy), -1)  # [N]
     kl = jax.lax.stop_gradient(jnp.where(has_policy, jnp.maximum(cross - entropy, 0.0), 0.0))
     mean = kl.sum() / jnp.maximum(has_policy.sum(), 1)
-    weights = (1.0 - strength) + strength * kl / jnp.maximum(mean, 1e-6)
-    return jnp.where(has_policy, weights, 1.0)
+    weights = (1.0 - strength) + strength * kl / jnp.maximum(mean, eps)
+    return jnp.where(has_policy & (mean > eps), weights, 1.0)
 
 
 def loss_fn(params: Any, batch_stats: Any, net, batch: Sample, value_weight: float,

@@ -25,7 +25,9 @@ class Sample(NamedTuple):
     observation: jax.Array  # [*obs_shape] of env.observation_dtype
     policy: jax.Array  # float32[A]       search policy target
     legal_mask: jax.Array  # bool[A]
-    value: jax.Array  # float32[]         game outcome for the mover
+    value: jax.Array  # float32[]         value target for the mover: the game's outcome,
+    #                                     or a bootstrapped, discounted or root-value-mixed
+    #                                     one (see trainer.py)
 
 
 def example_sample(env) -> Sample:
@@ -100,6 +102,8 @@ class ReplayBuffer:
 
     def _symmetry(self, sample: Sample, key: jax.Array) -> Sample:
         """One random symmetric variant of one sample (observation, policy and mask agree)."""
+        # Two calls: `core.dihedral_symmetries` (Gomoku, tic-tac-toe) reshapes the policy to
+        # the board, so an [A, 2] stack of policy and mask does not fit it.
         obs, pol = self.env.symmetries(sample.observation, sample.policy)
         _, mask = self.env.symmetries(sample.observation, sample.legal_mask.astype(jnp.float32))
         s = jax.random.randint(key, (), 0, pol.shape[0])

@@ -34,7 +34,8 @@ import mctx
 
 
 class Trajectory(NamedTuple):
-    """What one window of self-play records, time-major."""
+    """What one window of self-play records, time-major: leaves [T, B, ...] as commented.
+    `Pending.traj` reuses the type batch-major, leaves [B, L, ...]: axes 0 and 1 swapped."""
 
     observation: jax.Array  # [T, B, *obs_shape] of env.observation_dtype (bool for most
     #                         games): before the move, the mover's view
@@ -97,9 +98,12 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
       num_plies: T.
       temperature_plies: plies (from each game's start) played by sampling.
       random_plies: plies (from each game's start) played uniformly at random among the
-        moves the search visited (all legal ones with enough simulations); their positions
-        still get the search's policy target. Diversity against self-play collapsing onto
-        one line.
+        root moves the search visited; their positions still get the search's policy
+        target. Diversity against self-play collapsing onto one line. With PUCT that is
+        every move that got a visit (all legal ones, given enough simulations). With Gumbel
+        only the considered set is ever visited: `max_num_considered_actions` moves drawn
+        by Gumbel top-k over the prior logits, so the draw is uniform within a
+        prior-biased top-k, not over the legal moves (Gomoku 15x15: 16 of up to 225).
       greedy_from_search: late-game move = the search's own choice instead of the argmax
         of the policy target. Default: with Gumbel search (`search.config.policy`), whose
         choice is the best of the considered moves; PUCT's in self-play is sampled by the
@@ -107,7 +111,8 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
       game_ids: int32[B] global indices of these games (default arange(B)); see
         `per_game_keys`.
       reuse_root: take each root's evaluation from the previous search's tree (see the
-        module docstring); default `env.deterministic`. It changes no result, only the cost.
+        module docstring); default `env.deterministic and not restarts` (False with restarts
+        from the archive, see below). It changes no result, only the cost.
       fast_simulations, full_search_fraction: playout-cap randomization (KataGo). With
         fast_simulations > 0, each ply draws (one draw for the whole batch, from `key`, so
         the same on every device) between the full search (probability
@@ -118,7 +123,10 @@ def selfplay(search, env, variables: dict, states, key: jax.Array, *, num_plies:
         Trudeau & Bowling 2023). `archive`: env states with leaves [B, K, ...] (`archive_push`
         fills it); a game that ends restarts, with probability `archive_starts`, from one
         of its B * K positions drawn uniformly (from the game's start otherwise). The
-        restarted games' plies get exact outcome targets like any other.
+        restarted games' plies get exact outcome targets like any other. A restarted game
+        keeps the archived position's `step_count`, by which `temperature_plies` and
+        `random_plies` are counted: a restart past them (the usual case) gets no sampled
+        and no random plies, and plays the search's choice from the restart on.
     Returns:
       (Trajectory [T, B, ...], the states after the window).
 
@@ -231,7 +239,9 @@ def restart_states(env, archive, archive_starts: float, key, init_key, game_ids)
     """The positions new games start from: per game, with probability `archive_starts` a
     position drawn uniformly from `archive` (leaves [B, K, ...]), else `env.init`. Each game
     draws from its own key (`per_game_keys`), from the archive of the games beside it.
-    Keys consumed; `init_key` is the one `env.init` gets without an archive."""
+    Keys consumed; `init_key` goes to `env.init` (per game). `selfplay` splits its reset key
+    before passing it here, so it is not the key `env.init` gets without an archive: the
+    fresh games differ from those only where `env.init` uses its key (games with chance)."""
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), archive)  # [B * K, ...]
     size = jax.tree.leaves(flat)[0].shape[0]
 
@@ -311,11 +321,14 @@ def value_targets(traj: Trajectory, discount: float = 1.0, bootstrap: bool = Fal
 class Pending(NamedTuple):
     """Plies of games still running, waiting for their outcome; batch-major, right-aligned.
 
+    `traj` is a `Trajectory` with the game axis first: leaves [B, L, ...], not the
+    [T, B, ...] of `Trajectory`'s field comments (policy float32[B, L, A], player
+    int32[B, L], ...); `settle_pending` swaps axes 0 and 1 to join it to a window.
     Game b's pending plies, oldest first, are `traj[b, L - length[b]:]`, and its game goes
     on in the next window; the slots before them hold stale data and are never read.
     """
 
-    traj: Trajectory  # leaves [B, L, ...]
+    traj: Trajectory  # leaves [B, L, ...]: batch-major, unlike a window's [T, B, ...]
     length: jax.Array  # int32[B]  plies pending per game (0..L)
 
 

@@ -76,7 +76,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.selfplay.num_plies = 32  # plies per game per iteration (games carry over)
     c.selfplay.temperature_plies = 8  # plies from each game's start played by sampling
     # Plies from each game's start played uniformly at random (among the moves the search
-    # visited; their positions keep the search's policy target): opening diversity.
+    # visited: with gumbel, only the considered set, a prior-biased top-k; their positions
+    # keep the search's policy target): opening diversity.
     c.selfplay.random_plies = 0
     # Plies of games still running when the window of num_plies ends wait on the device
     # until their game ends, then enter the replay buffer with their exact outcome target
@@ -101,7 +102,9 @@ def get_config() -> ml_collections.ConfigDict:
     # positions its shard's games stood at when recent windows ended (archive_size per
     # game), else from the game's start. 0 = always the start. On Connect4 (CPU config, two
     # seeds) 0.5 was level to worse, and worse on beginning-hard (docs/learning.md, "A
-    # sixteenth round").
+    # sixteenth round"). A restarted game keeps the archived step_count, so a restart past
+    # temperature_plies and random_plies plays no sampled or random plies; the sixteenth
+    # round measured restarts this way.
     c.selfplay.archive_starts = 0.0
     c.selfplay.archive_size = 4
 

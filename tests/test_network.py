@@ -159,6 +159,20 @@ def test_surprise_weights_hand_worked():
     assert learner.surprise_weights(logits, jnp.zeros((3, 2)), 1.0).tolist() == [1, 1, 1]
 
 
+@pytest.mark.parametrize("strength", [0.5, 1.0])
+def test_surprise_weights_are_one_when_the_network_predicts_every_target(strength):
+    """A batch whose mean KL is 0 (below the 1e-6 clamp) weighs every position 1, so the
+    weights still average 1 and no position's value term is dropped (not 1 - strength)."""
+    from az_jax import learner
+
+    policy = jnp.array([[0.7, 0.3], [0.2, 0.8], [0.5, 0.5], [0.0, 0.0]])
+    logits = jnp.log(jnp.where(policy > 0, policy, 1.0))  # the last row has no target
+    np.testing.assert_allclose(learner.surprise_weights(logits, policy, strength), [1, 1, 1, 1])
+    # a uniform network and uniform targets
+    np.testing.assert_allclose(
+        learner.surprise_weights(jnp.zeros((2, 2)), jnp.full((2, 2), 0.5), strength), [1, 1])
+
+
 @pytest.mark.parametrize("value_head", network.VALUE_HEADS)
 def test_surprise_weight_one_ignores_a_position_the_network_already_predicts(value_head):
     """With surprise_weight=1 a position whose target equals the network's policy weighs 0:
