@@ -1,8 +1,9 @@
 """Orbax checkpoints in `<workdir>/checkpoints`, and `restore(workdir)` for front ends.
 
 Each checkpoint (one per saved iteration) holds:
-  state   the TrainState (params, batch stats, optimizer state, step), the RNG key and the
-          self-play games in progress;
+  state   the TrainState (params, batch stats, optimizer state, step), the best network
+          and the self-play games in progress (no RNG key: iteration `it` draws its keys
+          from `fold_in(loop_key, it)`, the same after a resume);
   replay  the replay buffer (when `checkpoint.save_replay`), so a resumed run is the run
           that would have happened;
   meta    JSON: iteration, env id / params / version, the whole config, the score.
@@ -360,8 +361,28 @@ def _remove_partial(directory: Path, step: int, quiet_s: float = 1.0, max_s: flo
         time.sleep(0.05)
 
 
+# What every checkpoint's metadata holds (`save`'s callers write them): the readers of
+# `read_meta` index them.
+META_KEYS = ("config", "iteration")
+
+
 def read_meta(mngr, step: int) -> dict:
-    return mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+    """The metadata of checkpoint `step`.
+
+    Raises:
+      ValueError: it is not a JSON object with `META_KEYS` (a damaged checkpoint, or one
+        not written by a training run or `export`): callers skip it like any other.
+    """
+    meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+    where = Path(mngr.directory) / str(step)
+    if not isinstance(meta, dict):
+        raise ValueError(f"the metadata of checkpoint {where} is not a JSON object")
+    missing = [k for k in META_KEYS if k not in meta]
+    if missing:
+        raise ValueError(f"the metadata of checkpoint {where} lacks {', '.join(missing)}")
+    if not isinstance(meta["config"], dict):
+        raise ValueError(f"the metadata of checkpoint {where} has no config object")
+    return meta
 
 
 def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
@@ -377,7 +398,8 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
     longer keeps them) are read and left out.
 
     Returns:
-      (iteration, state, replay or None, meta), or None when there is no checkpoint.
+      (iteration, state, replay or None, meta), or None when there is no checkpoint, or
+      when there are some but none restores (each skipped with a warning).
     """
     older = {k: v for k, v in target_state.items() if k not in optional}
     layouts = [target_state] + ([older] if len(older) < len(target_state) else [])

@@ -499,7 +499,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     from az_jax import plots
 
     started = time.monotonic() if started is None else started
-    workdir = str(Path(workdir).expanduser())
+    # `.` resolved: moving the run there aside moves this process's working directory too.
+    workdir = str(runs.named(Path(workdir).expanduser()))
     devices = list(devices if devices is not None else jax.devices())
     setup = make_setup(config, devices)
     env = setup.env
@@ -524,8 +525,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
               "best_params": train_state.params, "best_batch_stats": train_state.batch_stats,
               **_games_items(games)}
     start = 0
-    restored = ckpt.restore_latest(mngr, target, buffer_state if config.checkpoint.save_replay
-                                   else None,
+    # The replay restores whenever the checkpoint has one, whatever `save_replay` says now.
+    restored = ckpt.restore_latest(mngr, target, buffer_state,
                                    optional=("best_batch_stats", "pending", "archive"))
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
@@ -569,7 +570,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
              + (f", network from {source}" if init is not None else ""), is_writer)
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
-            (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
+            runs.write_config(workdir, config)
     first = _from_process0(start)
     if _any_process(start != first):  # every process raises alike, none waits for the others
         raise ValueError(
@@ -580,7 +581,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if is_writer:
         forget_after(workdir, start)
         if not (Path(workdir) / "config.json").exists():  # lost: the errors point to it
-            (Path(workdir) / "config.json").write_text(config.to_json(indent=2))
+            runs.write_config(workdir, config)
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
     minutes = config.train.get("minutes", 0.0)
     bar = _progress(config, start, is_writer)
@@ -605,7 +606,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
         evaluator = TrainingEvaluator(setup, workdir)
     metrics_path = Path(workdir) / "metrics.jsonl"
-    writer = _tensorboard(workdir) if config.log.tensorboard and is_writer else None
+    writer = _tensorboard(workdir, start) if config.log.tensorboard and is_writer else None
 
     last = {}
     train_spent = eval_spent = 0.0  # seconds in this process, for eval.max_share
@@ -843,10 +844,13 @@ def _progress(config, start: int, is_writer: bool):
                 disable=not sys.stderr.isatty() and not os.environ.get("AZ_FORCE_PROGRESS"))
 
 
-def _tensorboard(workdir: str):
+def _tensorboard(workdir: str, start: int):
+    """A tensorboardX writer for a run at iteration `start`: on resume it hides the events
+    of the iterations after `start` (logged before a crash, replayed now)."""
     try:
         from tensorboardX import SummaryWriter
     except ImportError as e:
         raise ImportError('log.tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
                           ) from e
-    return SummaryWriter(str(Path(workdir) / "tensorboard"))
+    return SummaryWriter(str(Path(workdir) / "tensorboard"),
+                         purge_step=start + 1 if start else None)

@@ -1,8 +1,8 @@
 """Whether a command may continue the run already in a workdir, decided before anything
 is written there.
 
-    saved = workdir.saved_config(path)        # the run's config as JSON data, or None
-    problems = workdir.differences(saved, config)
+    found = workdir.saved_config(path)    # (the run's config as JSON data, where), or None
+    problems = workdir.differences(found[0], config) if found else []
 
 A workdir holds one run. Running `train.py` again on it resumes that run, so the command
 must describe the same run: every config field must match the run's, except the few in
@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import shutil
-import warnings
 from pathlib import Path
 
 import ml_collections
@@ -128,19 +127,48 @@ def _newest_meta(workdir: Path) -> tuple[dict, int] | None:
 def saved_config(workdir) -> tuple[dict, str] | None:
     """The config of the run in `workdir` and where it was read: the metadata of the newest
     checkpoint whose metadata reads, else `config.json` (a run stopped before its first
-    checkpoint). None when there is neither."""
+    checkpoint). None when there is neither.
+
+    Raises:
+      RunMismatch: `config.json` decides and does not read or is not a JSON object: no
+        command can tell whether it continues that run, and none may overwrite the file.
+    """
     workdir = Path(workdir)
     newest = _newest_meta(workdir)
     if newest is not None:
         return newest[0]["config"], f"checkpoint {newest[1]}"
     path = workdir / "config.json"
-    if path.is_file():
-        try:
-            return json.loads(path.read_text()), "config.json"
-        except (OSError, ValueError) as e:
-            warnings.warn(f"{path} does not read ({e}); the run's checkpoints decide",
-                          stacklevel=2)
-    return None
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        why, detail = "does not read", f"{type(e).__name__}: {e}"
+    else:
+        if isinstance(saved, dict):
+            return saved, "config.json"
+        why, detail = "is not a JSON object", f"it holds a {type(saved).__name__}"
+    raise RunMismatch(
+        f"{path} {why} ({detail}), and {workdir} has no checkpoint whose metadata reads: "
+        f"this command cannot tell whether it continues the run there. Nothing was written. "
+        f"To start a new run, pass another --workdir, or add "
+        f"--config.checkpoint.restart=True to move the folder aside to {aside_path(workdir)} "
+        f"(nothing is deleted).",
+        reason=f"its config.json {why}")
+
+
+def write_config(workdir, config: ml_collections.ConfigDict) -> None:
+    """Writes `config` to `<workdir>/config.json` atomically (a temporary file in the same
+    folder, then renamed over it): a crash never leaves a half-written file, which would
+    stop every later command on this workdir."""
+    path = Path(workdir) / "config.json"
+    tmp = path.with_name(f".config.json.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(config.to_json(indent=2))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def exported_from(workdir) -> str | None:
@@ -200,9 +228,16 @@ def choices(workdir, flags: list[str] | None = None) -> str:
             f"{aside_path(workdir)} (nothing is deleted).")
 
 
-def aside_path(workdir) -> Path:
-    """The first free `<workdir>.old-N`."""
+def named(workdir) -> Path:
+    """`workdir` as a path that ends in the folder's own name: resolved for `.`, `..` and
+    the like (`Path(".").with_name` raises, and renaming "." fails)."""
     workdir = Path(workdir)
+    return workdir.resolve() if workdir.name in ("", ".", "..") else workdir
+
+
+def aside_path(workdir) -> Path:
+    """The first free `<workdir>.old-N` (beside the folder itself for `.` or `..`)."""
+    workdir = named(workdir)
     n = 1
     while (candidate := workdir.with_name(f"{workdir.name}.old-{n}")).exists():
         n += 1
@@ -211,7 +246,10 @@ def aside_path(workdir) -> Path:
 
 def move_aside(workdir) -> Path:
     """Renames `workdir` to `aside_path(workdir)` (same filesystem: atomic) and returns
-    the new path."""
+    the new path. For `.` (or `..`) the folder is renamed by its resolved path, and the
+    process's working directory moves with it: a caller that goes on to write a new run
+    must use `named(workdir)`, not the relative path."""
+    workdir = named(workdir)
     target = aside_path(workdir)
     try:
         os.rename(workdir, target)

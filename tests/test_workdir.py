@@ -372,3 +372,82 @@ def test_check_env_fills_parameters_a_checkpoint_predates_with_their_defaults():
     with pytest.raises(ValueError, match="is for gomoku"):
         checkpoint.check_env({"env_id": "gomoku", "env_params": {"size": 9},
                               "env_version": gomoku.version}, gomoku, "x")
+
+
+def test_a_workdir_named_dot_is_moved_aside_beside_its_folder(tmp_path, monkeypatch):
+    """`--workdir .` on a folder holding another run: the mismatch message, naming the
+    folder's own `.old-N` (`Path(".")` has no name to add `.old-N` to)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(_config().to_json())
+    monkeypatch.chdir(run)
+    assert runs.aside_path(".") == tmp_path / "run.old-1"
+    assert str(tmp_path / "run.old-1") in runs.choices(".")
+    with pytest.raises(runs.RunMismatch, match=rf"network\.channels \(run: 8, command: 4\).*"
+                                               rf"{tmp_path / 'run.old-1'}"):
+        runs.check(_config(network__channels=4), ".")
+    assert runs.move_aside(".") == tmp_path / "run.old-1"
+    assert not run.exists() and (tmp_path / "run.old-1" / "config.json").is_file()
+
+
+def test_a_checkpoint_whose_metadata_lacks_the_config_is_skipped(tmp_path):
+    """Metadata without "config" (a hand edit, other code) is a damaged checkpoint: skipped
+    like one whose metadata does not read, not a KeyError."""
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    path = run / "checkpoints" / "1" / "meta" / "metadata"
+    meta = json.loads(path.read_text())
+    del meta["config"]
+    path.write_text(json.dumps(meta))
+    assert runs.saved_config(run) is None  # no checkpoint decides, and no config.json
+    (run / "config.json").write_text(_config().to_json())
+    assert runs.saved_config(run) == (json.loads(_config().to_json()), "config.json")
+    with pytest.warns(UserWarning, match=r"skipping checkpoint 1: .*lacks config"):
+        with pytest.raises(FileNotFoundError, match=r"restores: ValueError: .*lacks config"):
+            checkpoint.restore(run)
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]"], ids=["unreadable", "not-a-dict"])
+def test_a_config_json_that_does_not_read_is_a_mismatch_and_stays(tmp_path, text):
+    """Without a checkpoint, config.json decides: one that does not read (or is no JSON
+    object) is another run's (or the user's) file, never "no run" to write over."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(text)
+    with pytest.raises(runs.RunMismatch, match=r"config\.json (does not read|is not a JSON "
+                                               r"object).*--workdir.*checkpoint\.restart=True"):
+        runs.check(_config(), run)
+    assert (run / "config.json").read_text() == text
+
+
+def test_restart_on_dot_moves_a_bad_config_aside_and_a_resume_keeps_the_saved_replay(
+        tmp_path, monkeypatch):
+    """Two tiny runs. `restart=True` with `--workdir .` on a folder whose config.json does
+    not read moves the folder aside untouched and writes the new run where it was (not
+    into the moved folder, the process's working directory now). Resumed with
+    `save_replay=False`, the run still restores the replay its checkpoint holds."""
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("not json")
+    # 5 plies: games end in the first iteration, so its replay holds positions.
+    c = tiny_training(tictactoe.get_config(), selfplay__num_plies=5, replay__min_size=1,
+                      checkpoint__every=1, checkpoint__save_replay=True,
+                      checkpoint__restart=True)
+    monkeypatch.chdir(run)
+    trainer.train_and_evaluate(c, ".")
+    assert sorted(p.name for p in (tmp_path / "run.old-1").iterdir()) == ["config.json"]
+    assert (tmp_path / "run.old-1" / "config.json").read_text() == "not json"
+    assert json.loads((run / "config.json").read_text())["env"]["id"] == "tictactoe"
+    assert not list(run.glob(".config.json*"))  # write_config's temporary file: gone
+
+    c.train.num_iterations, c.checkpoint.save_replay = 2, False
+    trainer.train_and_evaluate(c, str(run))
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2] and rows[0]["buffer_size"] > 0
+    assert rows[1]["buffer_size"] == rows[0]["buffer_size"] + rows[1]["plies_added"]

@@ -242,7 +242,10 @@ def saved_run(workdir: Path) -> tuple[dict, str]:
         raise SystemExit(f"error: --stage evaluate needs the --workdir of an earlier "
                          f"bench learn or train.py run; {workdir} has neither "
                          "train.json nor metrics.jsonl")
-    found = workdir_lib.saved_config(workdir) if _steps(workdir) else None
+    try:
+        found = workdir_lib.saved_config(workdir) if _steps(workdir) else None
+    except workdir_lib.RunMismatch:  # no checkpoint's metadata reads, nor its config.json
+        found = None
     if found is None:
         raise SystemExit(f"error: {workdir} has no checkpoint to evaluate")
     saved = (json.loads((workdir / "train.json").read_text())
