@@ -77,8 +77,9 @@ class ResNet(nn.Module):
       value_channels: channels of the dense value head's 1x1 convolution (AlphaZero: 1),
         flattened into its dense layer.
       global_pool: KataGo's global pooling bias in every residual block: the mean and max
-        of the first convolution's output over the board, through a dense layer, are added
-        to every point as a per-channel bias, so each block sees the whole board at once.
+        over the board of the first convolution's output after its norm and ReLU, through
+        a dense layer, are added to every point as a per-channel bias, so each block sees
+        the whole board at once.
     """
 
     num_actions: int
@@ -151,8 +152,9 @@ def make_network(config, env) -> ResNet:
     """Builds the ResNet for `env` from `config.network`-style fields.
 
     Raises:
-      ValueError: unknown `norm`, `dtype` or `head`, or a conv head on a game whose actions
-        are not the board's points.
+      ValueError: unknown `norm`, `dtype`, `head` or `value_head`; `channels` or
+        `value_channels` below 1 or `num_blocks` below 0; or a conv head on a game whose
+        actions are not the board's points.
     """
     if config.norm not in _NORMS:
         raise ValueError(f"network.norm={config.norm!r}; accepted: {', '.join(_NORMS)}")
@@ -188,6 +190,7 @@ def make_network(config, env) -> ResNet:
 
 
 def init_variables(net: ResNet, env, key: jax.Array) -> dict:
-    """Float32 variables ({"params", and "batch_stats" with batch norm}) for one batch."""
+    """Float32 variables ({"params", and "batch_stats" with batch norm}), initialized on a
+    dummy batch of one; they apply to any batch size."""
     obs = jnp.zeros((1, *env.observation_shape), env.observation_dtype)
     return dict(net.init(key, obs, None, train=False))

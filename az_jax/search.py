@@ -87,16 +87,23 @@ _REPLY_STATES_PER_CHUNK = 1 << 15
 
 
 def qtransform_parent_fpu(tree, node_index):
-    """Q in [-1, 1] rescaled to [0, 1]; unvisited children get the parent's value.
+    """Q in [-1, 1] rescaled to [0, 1]; unvisited children get the parent's value, or the
+    lowest (-1, a loss) where their prior is exactly 0.
 
     The default PUCT transform scores unvisited children at the minimum, which makes
     search with flat priors on many actions degenerate into a single deep chain. Using the
-    parent's value as "first play urgency" keeps the search wide.
+    parent's value as "first play urgency" keeps the search wide. mctx masks invalid
+    actions only at the root: inside the tree an illegal child (logit `finfo.min`, prior 0
+    in mctx's softmax) would get the parent's value too and, when every legal child scores
+    less, win the argmax and play an illegal move (a loss for the mover; an over-optimistic
+    value and a small `pb_c_init` made it happen in tic-tac-toe): it is scored as the loss
+    it is.
     """
     q = tree.qvalues(node_index)
     visits = tree.children_visits[node_index]
     parent = tree.node_values[node_index]
-    q = jnp.where(visits > 0, q, parent)
+    prior = jax.nn.softmax(tree.children_prior_logits[node_index])  # as mctx's PUCT sees it
+    q = jnp.where(visits > 0, q, jnp.where(prior > 0, parent, -1.0))
     return (jnp.clip(q, -1.0, 1.0) + 1.0) / 2.0
 
 
@@ -254,6 +261,10 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
         forced = jnp.where(row.any(), row, forced)
     prior = jnp.zeros(legal.shape, jnp.float32) if prior is None else prior
 
+    # Where `moves` has fewer than K entries, top_k fills the rest with the lowest-index
+    # other actions (all tied at finfo.min), not by prior: they are checked too, which is
+    # harmless (a result counts only where the move is `safe`, and a filler's key points
+    # only pick what round 2 checks), but they are not the network's next favourites.
     def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
         _, checked = jax.lax.top_k(jnp.where(moves, prior, jnp.finfo(jnp.float32).min),
                                    min(_DEFENCES_CHECKED, env.num_actions))
@@ -287,7 +298,12 @@ def node_tactics(env, state, logits, value, discount: float = 1.0):
       the mover can win at once:   value 1, only the winning moves get prior;
       the opponent has one winning point (and the mover none): only the block gets prior
         (every other move loses at once); two or more: value -gamma (he wins after any
-        block: a winning move stays winning until played, the hook's contract).
+        block: a winning move stays winning until played, the hook's contract), and the
+        prior is limited to his winning points, as with one.
+
+    With a move limit (`env.max_steps`), the loss counts only where the mover's reply does
+    not reach it (that ends the game in a draw); a win on the last allowed ply is a win
+    (`env.step`).
 
     Args:
       env: an env with `has_winning_moves`.
@@ -301,9 +317,11 @@ def node_tactics(env, state, logits, value, discount: float = 1.0):
     mine = env.winning_moves(state, mover)  # bool[A]
     his = env.winning_moves(state, 1 - mover)  # bool[A]
     win, lost = mine.any(), ~mine.any() & (his.sum() >= 2)
-    if env.max_steps is not None:  # a move limit that comes first makes it a draw
-        win = win & (state.step_count + 1 < env.max_steps)
-        lost = lost & (state.step_count + 2 < env.max_steps)
+    # A move limit (`env.step`) ends only the games the move did not end: a win on the last
+    # allowed ply is a win, so the mover's needs no check; his comes a ply later, after the
+    # mover's reply, which must not reach the limit (it would end the game in a draw).
+    if env.max_steps is not None:
+        lost = lost & (state.step_count + 1 < env.max_steps)
     keep = jnp.where(win, mine, jnp.where(his.any(), his, state.legal_action_mask))
     logits = jnp.where(keep, logits, jnp.finfo(logits.dtype).min)
     value = jnp.where(win, 1.0, jnp.where(lost, -discount, value)).astype(value.dtype)
@@ -324,8 +342,9 @@ def make_recurrent_fn(env, apply_fn, discount: float = 1.0, tactics: bool = Fals
     Args:
       env: an `envs.Env`.
       apply_fn: `(variables, obs [B, ...], legal_mask [B, A]) -> (logits [B, A], value [B])`.
-      discount: per-ply value discount gamma (1 = AlphaZero). With gamma < 1 a win n plies
-        away is worth gamma^n, so the search prefers quicker wins and slower losses.
+      discount: per-ply value discount gamma (1 = AlphaZero). With gamma < 1 a win on the
+        n-th ply from here (the winning move included) is worth gamma^(n-1), an immediate
+        win 1, so the search prefers quicker wins and slower losses.
       tactics: every new node gets `node_tactics` (the env must have `winning_moves`).
     """
 
@@ -357,8 +376,11 @@ def make_search(env, net, config) -> Search:
       net: the Flax network (its `apply` takes `(variables, obs, legal_mask)`).
       config: `config.search` (policy, num_simulations, dirichlet_alpha, dirichlet_fraction,
         pb_c_init, pb_c_base, max_num_considered_actions, gumbel_scale, discount, tactics,
-        eval_tactics, eval_sims_per_considered, value_scale, eval_value_scale; the fields
-        a config predates take their DEFAULT_*).
+        eval_tactics, eval_sims_per_considered, value_scale, eval_value_scale,
+        threat_depth, threat_width, node_tactics; the fields a config predates take their
+        DEFAULT_*).
+    Raises:
+      ValueError: as `Search`.
     """
     return Search(env, lambda v, obs, mask: net.apply(v, obs, mask, train=False), config)
 
@@ -377,8 +399,10 @@ class Search:
     one result there.
 
     Raises:
-      ValueError: unknown policy or tactics, a non-positive simulation count, or a negative
-        `eval_sims_per_considered`.
+      ValueError: unknown policy or tactics, a non-positive simulation count, a
+        `threat_depth` below 2 or a `threat_width` below 1, a negative
+        `eval_sims_per_considered`, or a `value_scale` or `eval_value_scale` that is not
+        positive.
     """
 
     def __init__(self, env, apply_fn, config):
@@ -477,9 +501,14 @@ class Search:
         child's evaluation from the previous search); None evaluates it here. `invalid`:
         bool[B, A] the root moves not to play, when the caller has them (a front end that
         searches one position in several chunks computes its tactics once); None computes
-        them here (`invalid_actions`).
+        them here (`invalid_actions`). `num_simulations`: None = the config's.
+
+        Raises:
+          ValueError: `num_simulations` below 1.
         """
-        sims = int(num_simulations or self.config.num_simulations)
+        sims = int(self.config.num_simulations if num_simulations is None else num_simulations)
+        if sims < 1:
+            raise ValueError(f"num_simulations={sims} must be >= 1")
         if root is None:
             root = self.root(variables, state, evaluation)
         if invalid is None:

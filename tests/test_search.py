@@ -473,23 +473,28 @@ def test_batched_backward_leaves_games_at_their_root_alone():
     assert int(ours.node_visits[1, 0]) == int(tree.node_visits[1, 0]) + 1
 
 
-def test_fpu_gives_unvisited_children_the_parent_value():
+@pytest.mark.parametrize("masked", [False, True], ids=["legal", "zero prior"])
+def test_fpu_gives_unvisited_children_the_parent_value(masked):
     """`qtransform_parent_fpu`, hand-worked on a one-node tree: the visited child's Q 0.8
     maps to (0.8 + 1) / 2 = 0.9, and the unvisited ones get the parent's value 0.4, i.e.
-    0.7 (mctx's own default would score them at the minimum)."""
+    0.7 (mctx's own default would score them at the minimum), unless their prior is 0 (an
+    illegal move inside the tree, logit finfo.min): then -1, i.e. 0."""
     a = 3
+    logits = jnp.zeros((2, a))
+    if masked:
+        logits = logits.at[0, 2].set(jnp.finfo(jnp.float32).min)
     tree = mctx.Tree(
         node_visits=jnp.array([2, 1], jnp.int32), raw_values=jnp.zeros(2),
         node_values=jnp.array([0.4, 0.8]), parents=jnp.array([-1, 0], jnp.int32),
         action_from_parent=jnp.array([-1, 0], jnp.int32),
         children_index=jnp.array([[1, -1, -1], [-1, -1, -1]], jnp.int32),
-        children_prior_logits=jnp.zeros((2, a)),
+        children_prior_logits=logits,
         children_visits=jnp.array([[1, 0, 0], [0, 0, 0]], jnp.int32),
         children_rewards=jnp.zeros((2, a)), children_discounts=jnp.ones((2, a)),
         children_values=jnp.array([[0.8, 0.0, 0.0], [0.0, 0.0, 0.0]]),
         embeddings=jnp.zeros(2), root_invalid_actions=jnp.zeros(a), extra_data=None)
-    np.testing.assert_allclose(search.qtransform_parent_fpu(tree, 0), [0.9, 0.7, 0.7],
-                               atol=1e-6)
+    np.testing.assert_allclose(search.qtransform_parent_fpu(tree, 0),
+                               [0.9, 0.7, 0.0 if masked else 0.7], atol=1e-6)
 
 
 def test_puct_evaluation_plays_the_most_visited_move():
@@ -510,3 +515,63 @@ def test_puct_evaluation_plays_the_most_visited_move():
             else:
                 off_max += int((chosen < weights.max(-1)).sum())
     assert off_max > 0  # self-play's moves are sampled (the check above can fail)
+
+
+def _optimistic(variables, obs, mask):
+    """An over-optimistic network: a uniform prior over the legal moves, value 0.95."""
+    del variables, obs
+    return network.mask_logits(jnp.zeros(mask.shape), mask), jnp.full(mask.shape[:1], 0.95)
+
+
+def test_puct_plays_no_illegal_move_inside_the_tree():
+    """mctx masks invalid actions only at the root. With the parent's value as every
+    unvisited child's, an illegal child (prior 0) of an interior node scored (0.95 + 1) / 2
+    and, with a small `pb_c_init`, beat the legal children once their values dropped: the
+    simulation played an illegal move (23 such edges in these 300 simulations). Zero-prior
+    children score as a loss: none."""
+    s = search.Search(ENV, _optimistic, _tactics_config("muzero", "none", pb_c_init=0.1))
+    out = jax.jit(lambda st, k: s(None, st, k, evaluation=True, num_simulations=300))(
+        _batch([0, 4, 8]), jax.random.PRNGKey(0))
+    tree = out.search_tree
+    assert int(tree.node_visits[0, 0]) == 301
+    # Each expanded node's state is its embedding (a finished one has every move legal).
+    illegal = ~np.asarray(tree.embeddings.legal_action_mask)  # [B, N, A]
+    assert int(np.asarray(tree.children_visits)[illegal].sum()) == 0
+
+
+def test_num_simulations_is_checked():
+    """An explicit 0 is not "the config's" (it raised nothing and searched 64), and a
+    negative count is rejected before any search."""
+    for sims in (0, -3):
+        with pytest.raises(ValueError, match=f"num_simulations={sims} must be >= 1"):
+            SEARCH["muzero"](VARS, _batch([]), jax.random.PRNGKey(0), num_simulations=sims)
+
+
+class _TicTacToeWithLimit(type(ENV)):
+    """Tic-tac-toe with a move limit (no shipped game with `winning_moves` has one)."""
+
+    def __init__(self, max_steps):
+        self.max_steps = max_steps
+
+
+@pytest.mark.parametrize(("moves", "max_steps", "line", "kept", "value"), [
+    (X_WINS, 5, [2], [2], 1.0),  # X wins on ply 5, the last allowed: a win
+    (TTT_FORK, 7, [5, 2], [2, 6], -1.0),  # O's reply is ply 6, X's win ply 7 (the last)
+    (TTT_FORK, 6, [5], [2, 6], 0.25),  # O's reply reaches the limit: a draw, the net's value
+], ids=["win on the last ply", "loss on the last ply", "limit first"])
+def test_node_tactics_count_a_win_on_the_last_allowed_ply(moves, max_steps, line, kept, value):
+    """`env.step` ends by the move limit only the games the move did not end, so a win on
+    the last allowed ply counts (`line` checks it with `step`), and `node_tactics` agrees:
+    the mover's win at once, or the opponent's two winning points when the mover's reply
+    does not reach the limit."""
+    env = _TicTacToeWithLimit(max_steps)
+    state = jax.tree.map(lambda x: x[0], _play(env, moves))
+    end = state
+    for action in line:
+        end = env.step(end, action)
+    assert bool(end.done) and bool(end.terminated) == (value != 0.25)
+    if value != 0.25:
+        assert float(end.rewards[state.current_player]) == value
+    out_logits, out_value = search.node_tactics(env, state, jnp.zeros(9), jnp.float32(0.25))
+    np.testing.assert_array_equal(np.asarray(out_logits) == 0.0, np.isin(np.arange(9), kept))
+    assert float(out_value) == pytest.approx(value)
