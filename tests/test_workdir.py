@@ -276,6 +276,18 @@ def test_each_field_the_readme_lets_change_on_resume_and_no_other(field, value):
             f"{field} (run: {run_value!r}, command: {value!r})"]
 
 
+@pytest.mark.parametrize("tactics", ["none", "threats"])
+def test_threat_depth_may_change_only_where_self_play_does_not_read_it(tactics):
+    """`search.threat_depth` and `threat_width` rule evaluation's root, and self-play's
+    too where `search.tactics` is "threats": only then is a change another run."""
+    saved = json.loads(_set(_default(), "search.tactics", tactics).to_json())
+    for field, value in (("search.threat_depth", 2), ("search.threat_width", 4)):
+        command = _set(_set(_default(), "search.tactics", tactics), field, value)
+        run_value = saved["search"][field.split(".")[1]]
+        assert runs.differences(saved, command) == (
+            [] if tactics == "none" else [f"{field} (run: {run_value!r}, command: {value!r})"])
+
+
 def test_a_run_saved_before_archive_starts_played_without_them():
     saved = json.loads(_default().to_json())
     del saved["selfplay"]["archive_starts"]
