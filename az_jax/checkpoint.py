@@ -471,6 +471,11 @@ def _has_item(mngr, step: int, name: str) -> bool:
     return (Path(mngr.directory) / str(step) / name).exists()
 
 
+def holds_replay(mngr) -> bool:
+    """Whether any checkpoint of `mngr` holds a replay buffer."""
+    return any(_has_item(mngr, step, "replay") for step in mngr.all_steps())
+
+
 def _all_params(env_id: str, params) -> dict:
     """A game's parameters with the ones left out filled by `env_id`'s defaults."""
     return {**envs.defaults(env_id), **dict(params)}

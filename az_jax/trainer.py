@@ -133,10 +133,16 @@ class Setup:
         if self.config.selfplay.get("archive_starts", 0.0):
             games = games._replace(archive=selfplay.init_archive(
                 games.states, self.config.selfplay.get("archive_size", 4)))
+        return train_state, games, self._empty_buffer()
+
+    def empty_buffer(self):
+        """An empty replay buffer, sharded on the mesh (`initial`'s)."""
+        return parallel.shard(self.mesh, jax.jit(self._empty_buffer)())
+
+    def _empty_buffer(self):
         example = replay.example_sample(self.env)
         # One buffer per logical shard: every leaf [S, capacity / S, ...], counters [S].
-        buffer_state = jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
-        return train_state, games, buffer_state
+        return jax.vmap(lambda _: self.buffer.init(example))(jnp.arange(self.shards))
 
     def with_iterations(self, num_iterations: int) -> Setup:
         """This setup for a run of `num_iterations` (the learning-rate schedule is the only
@@ -525,8 +531,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
               "best_params": train_state.params, "best_batch_stats": train_state.batch_stats,
               **_games_items(games)}
     start = 0
-    # The replay restores whenever the checkpoint has one, whatever `save_replay` says now.
-    restored = ckpt.restore_latest(mngr, target, buffer_state,
+    # The replay restores whenever the checkpoint has one, whatever `save_replay` says now,
+    # into arrays of its own: the empty buffer is freed first where a checkpoint holds a
+    # replay (holding both would take the replay's memory twice; `check_memory` counts it
+    # once) and made again if none restores.
+    replay_target = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), buffer_state)
+    if ckpt.holds_replay(mngr):
+        jax.tree.map(lambda x: x.delete(), buffer_state)
+        buffer_state = None
+    restored = ckpt.restore_latest(mngr, target, replay_target,
                                    optional=("best_batch_stats", "pending", "archive"))
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
@@ -571,6 +585,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             runs.write_config(workdir, config)
+    if buffer_state is None:  # freed for a replay that did not restore: empty again
+        buffer_state = setup.empty_buffer()
     first = _from_process0(start)
     if _any_process(start != first):  # every process raises alike, none waits for the others
         raise ValueError(
