@@ -675,12 +675,14 @@ def export_model(workdir, out_dir, step: int | None = None, note: str = "",
     checkpoint and weights this export replaces (its other files, such as a train.log,
     stay). A training run or other files there are never touched. The export is written
     beside `out_dir` first and moved in when complete, so a failure leaves `out_dir` as it
-    was.
+    was; a kill while the old and new folders are swapped leaves the old ones aside, and
+    the next export puts them back first (`_finish_replace`).
 
     Returns the new checkpoint directory.
     Raises:
       ValueError: `out_dir` is not a place to export to (the message says why and what to do).
     """
+    _finish_replace(Path(out_dir))
     out_dir = _export_target(workdir, out_dir, replace)
     restored = restore(workdir, step=step)
     meta = dict(restored.meta, exported_from=str(Path(workdir).absolute()), note=note)
@@ -705,6 +707,22 @@ def export_model(workdir, out_dir, step: int | None = None, note: str = "",
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out_dir / SUBDIR / str(restored.iteration)
+
+
+def _finish_replace(out: Path) -> None:
+    """Settles a `--replace` export killed while it swapped folders in `out`: an old
+    checkpoint folder or weights file set aside (`.<name>.replaced`) goes back where its
+    new one never arrived, and is removed where the new one did."""
+    for name in (SUBDIR, WEIGHTS):
+        old = out / f".{name}.replaced"
+        if not (old.exists() or old.is_symlink()):
+            continue
+        if not (out / name).exists():
+            os.replace(old, out / name)
+        elif old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
 
 
 def _export_target(workdir, out_dir, replace: bool) -> Path:

@@ -4,6 +4,7 @@ writing anything, with one line; `checkpoint.restart=True` moves the old run asi
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -335,6 +336,30 @@ def test_without_config_json_the_checkpoint_decides(tmp_path):
     with pytest.raises(runs.RunMismatch, match=r"network\.channels \(run: 8, command: 16\)"):
         runs.check(_set(ml_collections.ConfigDict(same.to_dict()), "network.channels", 16), run)
     assert not (run / "config.json").exists()
+
+
+@pytest.mark.parametrize("stage", ["old aside", "clean-up"])
+def test_an_export_killed_while_replacing_is_settled_by_the_next(tmp_path, stage):
+    """A `--replace` export swaps two names in: killed after setting the old checkpoint
+    folder aside and before its new one arrived, the model had no checkpoint (and the
+    next export refused the folder as "other files"); killed while removing the old
+    folder once all was in, `.checkpoints.replaced` stayed and the next export failed on
+    it (a folder cannot be renamed over a non-empty one). The next export settles
+    either, then replaces as asked."""
+    from az_jax import checkpoint
+    from tests.tiny import make_run
+
+    run, other = make_run(tmp_path / "run", "tictactoe"), make_run(tmp_path / "other", "connect4")
+    model = tmp_path / "m"
+    checkpoint.export_model(run, model)
+    if stage == "old aside":
+        os.replace(model / checkpoint.SUBDIR, model / f".{checkpoint.SUBDIR}.replaced")
+    else:
+        shutil.copytree(model / checkpoint.SUBDIR, model / f".{checkpoint.SUBDIR}.replaced")
+    checkpoint.export_model(other, model, replace=True)
+    assert sorted(p.name for p in model.iterdir()) == [checkpoint.SUBDIR, checkpoint.WEIGHTS]
+    assert checkpoint.restore(model).env.id == "connect4"
+    assert checkpoint.load_weights(model / checkpoint.WEIGHTS).env.id == "connect4"
 
 
 def test_export_into_an_existing_empty_folder(tmp_path, capsys):
