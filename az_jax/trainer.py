@@ -621,6 +621,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         from az_jax.eval.evaluator import TrainingEvaluator
 
         evaluator = TrainingEvaluator(setup, workdir)
+        if restored is not None:  # the best's name on the ladder, as the checkpoint had it
+            evaluator.resume(restored[3].get("best_name"))
     metrics_path = Path(workdir) / "metrics.jsonl"
     writer = _tensorboard(workdir, start) if config.log.tensorboard and is_writer else None
 
@@ -707,6 +709,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 state = {"train_state": train_state, "games": games.states,
                          "best_params": best["params"], "best_batch_stats": best["batch_stats"],
                          **_games_items(games)}
+                if evaluator is not None:
+                    meta["best_name"] = evaluator.best_name
                 ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
                           buffer_state if config.checkpoint.save_replay else None, score)
                 last_save = final or stopping or time_up

@@ -539,3 +539,32 @@ def test_a_resumed_runs_best_is_named_with_todays_simulations(tmp_path):
     ev = evaluator.TrainingEvaluator(setup, tmp_path)
     assert ev._first_best_name(10) == f"iter-5/mcts:{setup.config.eval.num_simulations}"
     assert ev._first_best_name(5) == f"iter-0/mcts:{setup.config.eval.num_simulations}"
+
+
+@pytest.mark.slow
+def test_the_best_networks_name_survives_a_kill_between_evaluation_and_save(tmp_path):
+    """Evaluations at iterations 1 and 2 (no gating: each network becomes the best), then
+    a kill after the second evaluation wrote elo.json and before checkpoint 2: the resumed
+    run plays iteration 2 again against the best of checkpoint 1, named `iter-1` as in the
+    run never killed (elo.json's best, iter-2, is newer than the checkpoint; the name came
+    from there and was `best-before-2`)."""
+    import shutil
+
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    c = tiny_training(tictactoe.get_config(), train__num_iterations=2, eval__every=1,
+                      checkpoint__every=1)
+    c.eval.opponents, c.eval.max_share = "random", 0.0  # every evaluation runs
+    c.search.eval_tactics = "none"
+    trainer.train_and_evaluate(c, str(tmp_path))
+    sims = c.eval.num_simulations
+    against_best = lambda: [(m["iteration"], m["b"]) for m in json.loads(
+        (tmp_path / "elo.json").read_text())["matches"] if m["a"].startswith("iter-")
+        and m["b"].startswith("iter-")]
+    never_killed = against_best()
+    assert never_killed == [(1, f"iter-0/mcts:{sims}"), (2, f"iter-1/mcts:{sims}")]
+    shutil.rmtree(tmp_path / "checkpoints" / "2")  # killed before this save
+    trainer.train_and_evaluate(c, str(tmp_path))
+    assert against_best() == never_killed

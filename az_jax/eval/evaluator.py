@@ -45,8 +45,10 @@ class TrainingEvaluator:
     The loop over the opponents is `gauntlet.Gauntlet`'s, as in `python -m az_jax.evaluate`.
 
     The evaluator belongs to the driver: it keeps the best network's name on the ladder
-    between calls (the best's parameters travel in `best`), found on the first call from
-    `elo.json` when the run resumed.
+    between calls (the best's parameters travel in `best`). The trainer saves the name in
+    each checkpoint's metadata (`best_name`) and hands it back on resume (`resume`), so a
+    resumed run names its best as the run never killed did; for a checkpoint written
+    before the name was kept, it is found on the first call from `elo.json`.
     """
 
     def __init__(self, setup, workdir):
@@ -65,10 +67,22 @@ class TrainingEvaluator:
         for opp in self.opponents:  # another run's checkpoint: check it now, not mid-run
             if opp.kind == "checkpoint" and opp.workdir is not None:
                 self.factory.build(opp, sims=self.sims)
-        self._best_name: str | None = None
         # A fresh run starts with the initial network as the best ("iter-0"); a resumed
-        # run's best comes from a checkpoint and is named after elo.json's record.
+        # run's best comes from its checkpoint (`resume`), else from elo.json's record.
         self._resumed = bool(ckpt.saved_steps(self.workdir))
+        self._best_name: str | None = None if self._resumed else f"iter-0/mcts:{self.sims}"
+
+    @property
+    def best_name(self) -> str | None:
+        """The best network's name on the ladder (None: a resumed run's, not known yet)."""
+        return self._best_name
+
+    def resume(self, best_name: str | None) -> None:
+        """Takes the best network's name a checkpoint kept (`best_name`; None: it predates
+        it), renamed with today's simulations: it plays with them from now on."""
+        found = elo.player_iteration(best_name) if best_name else None
+        if found is not None:
+            self._best_name = f"iter-{found[0]}/mcts:{self.sims}"
 
     def close(self) -> None:
         """Ends the engines it started (a Gomocup brain gets END, then is killed after 1 s);
