@@ -494,7 +494,8 @@ class Search:
                  invalid=None) -> mctx.PolicyOutput:
         """Runs a batched search from `state` (batched env states, leading dim B).
 
-        `key` is one key for the batch, or one key per game (shape [B, 2]): per-game keys
+        `key` is one key for the batch, or one key per game (shape [B, 2], or [B] of typed
+        keys from `jax.random.key`): per-game keys
         make each game's noise independent of how the batch is split over devices. The
         key is consumed. `evaluation=True` turns the root noise off. `root`: the network's
         output at `state` when the caller already has it (self-play reuses the played
@@ -513,7 +514,8 @@ class Search:
             root = self.root(variables, state, evaluation)
         if invalid is None:
             invalid = self.invalid_actions(root.embedding, evaluation, root.prior_logits)
-        if key.ndim == 1:
+        typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)  # jax.random.key's
+        if key.ndim == (0 if typed else 1):  # one key for the batch
             return self._search(variables, root, invalid, key, evaluation, sims)
 
         def one(root, invalid, key):  # a batch of one game: its noise depends on its key only

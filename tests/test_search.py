@@ -575,3 +575,18 @@ def test_node_tactics_count_a_win_on_the_last_allowed_ply(moves, max_steps, line
     out_logits, out_value = search.node_tactics(env, state, jnp.zeros(9), jnp.float32(0.25))
     np.testing.assert_array_equal(np.asarray(out_logits) == 0.0, np.isin(np.arange(9), kept))
     assert float(out_value) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("per_game", [False, True], ids=["one key", "a key per game"])
+def test_typed_keys_search_as_raw_ones(per_game):
+    """`jax.random.key` (a typed key, shape []) is one key for the batch like a raw
+    `PRNGKey` (shape [2]), and [B] typed keys are one per game like [B, 2] raw ones: the
+    same search (it took the typed key for a batch of keys and failed to vmap over it)."""
+    states = _batch([], [4], [0, 4])
+    raw = jax.random.PRNGKey(5)
+    typed = jax.random.wrap_key_data(raw)
+    if per_game:
+        raw, typed = jax.random.split(raw, 3), jax.random.split(typed, 3)
+    run = jax.jit(lambda k: SEARCH["gumbel"](VARS, states, k, num_simulations=4))
+    a, b = run(raw), run(typed)
+    np.testing.assert_array_equal(np.asarray(a.action_weights), np.asarray(b.action_weights))
