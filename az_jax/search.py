@@ -465,10 +465,10 @@ class Search:
         `tactics` argument names another of `TACTICS`. `prior`: the network's logits [B, A]
         at the roots ("threats" checks the defence of its favourites).
         """
+        if tactics is not None and tactics not in TACTICS:
+            raise ValueError(f"tactics={tactics!r}; accepted: {', '.join(TACTICS)}")
         if tactics is None or not self.env.deterministic:
             tactics = self.tactics[bool(evaluation)]
-        elif tactics not in TACTICS:
-            raise ValueError(f"tactics={tactics!r}; accepted: {', '.join(TACTICS)}")
         if tactics == "none":
             return ~state.legal_action_mask
         batch, num_actions = state.legal_action_mask.shape

@@ -590,3 +590,16 @@ def test_typed_keys_search_as_raw_ones(per_game):
     run = jax.jit(lambda k: SEARCH["gumbel"](VARS, states, k, num_simulations=4))
     a, b = run(raw), run(typed)
     np.testing.assert_array_equal(np.asarray(a.action_weights), np.asarray(b.action_weights))
+
+
+def test_an_unknown_tactics_name_is_refused_for_a_game_with_chance_too():
+    """A game with chance gets no tactics (one step ahead is not decided there), but a
+    misspelt name is still an error, not silently "none"."""
+    class Chancy(type(ENV)):
+        deterministic = False
+
+    s = search.make_search(Chancy(), NET, _config("gumbel"))
+    state = _batch([])
+    assert bool((s.invalid_actions(state, tactics="win") == ~state.legal_action_mask).all())
+    with pytest.raises(ValueError, match="tactics='wins'; accepted"):
+        s.invalid_actions(state, tactics="wins")
