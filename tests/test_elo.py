@@ -154,6 +154,18 @@ def test_an_evaluation_repeated_with_its_seed_replaces_its_record(tmp_path):
         ("random", "train", None), ("onestep", "evaluate", 0), ("onestep", "evaluate", 1)]
 
 
+def test_one_evaluation_keeps_every_match_it_played_even_of_one_pair(tmp_path):
+    """`evaluate --against random,random` plays two matches of one pair, each with its own
+    keys: both count (the second replaced the first, 8 games recorded as 4); the same
+    call repeated with its seed replaces both."""
+    results = [("iter-5/mcts:8", "random", 3, 1, 0), ("iter-5/mcts:8", "random", 4, 0, 0)]
+    for _ in range(2):
+        ratings = elo.record(tmp_path, results, iteration=5, source="evaluate", seed=0)
+        matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
+        assert [(m["wins"], m["draws"]) for m in matches] == [(3, 1), (4, 0)]
+        assert ratings["random"].games == 8
+
+
 def test_elo_json_keeps_its_mode_and_no_temporary_file_is_left(tmp_path):
     """A new elo.json gets the umask's mode (not mkstemp's owner-only 0600), a rewrite
     keeps the mode the file had, and a write that fails leaves no temporary file."""

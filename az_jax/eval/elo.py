@@ -251,22 +251,26 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
       source: "train" (the trainer's evaluator) or "evaluate" (the CLI).
       best: if given, the name of the current best network.
       seed: the seed that decided the games (`evaluate --seed`): a match of the same two
-        players, source and seed replaces the earlier one (the same openings and keys, so
-        largely the same games: counted twice they would shrink the errors for nothing).
+        players, source and seed replaces those of earlier calls (the same openings and
+        keys, so largely the same games: counted twice they would shrink the errors for
+        nothing). Results of one call all count, even of the same pair (`--against
+        random,random` plays each with its own keys).
     Returns:
       The new ratings.
     """
     with _locked(workdir):
         data = load(workdir)
         now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        if seed is not None:  # earlier calls' matches only: one call's results all count
+            pairs = {(a, b) for a, b, *_ in results}
+            data["matches"] = [m for m in data["matches"]
+                               if not ((m["a"], m["b"]) in pairs and m.get("source") == source
+                                       and m.get("seed") == int(seed))]
         for a, b, w, d, losses in results:
             match = {"a": a, "b": b, "wins": int(w), "draws": int(d), "losses": int(losses),
                      "iteration": iteration, "source": source, "time": now}
             if seed is not None:
                 match["seed"] = int(seed)
-                same = lambda m: ((m["a"], m["b"]) == (a, b) and m.get("source") == source
-                                  and m.get("seed") == int(seed))
-                data["matches"] = [m for m in data["matches"] if not same(m)]
             data["matches"].append(match)
         if best is not None:
             data["best"] = best

@@ -299,9 +299,10 @@ class MatchRunner:
 
     Args:
       env: the `envs.Env`.
-      num_games: games per match (rounded up to an even number, then to a multiple of
-        `batch_size` when larger); a match runs as `num_games / batch` jitted calls.
-      batch_size: the most games in one jitted call.
+      num_games: games per match (rounded up to an even number, then, when larger than
+        the batch, to a multiple of it); a match runs as `num_games / batch` jitted calls.
+      batch_size: the most games in one jitted call; the batch is `batch_size` rounded
+        down to an even number (9 games with `batch_size=5`: 3 calls of 4, 12 games).
       max_plies: ply cap (default: `default_max_plies(env)`).
       opening_plies: random plies at the start of each pair of games.
       host: plies looped from Python over each player's jitted moves (`make_host_match`),
