@@ -33,7 +33,8 @@ _OPPONENT_HELP = """opponents (comma-separated):
   mcts:N                 this network with N simulations
   mcts-rollout:N         pure MCTS, no network: N simulations, random-playout values
   checkpoint:latest      the newest checkpoint of this workdir (searching with --sims)
-  checkpoint:latest-K    the newest checkpoint at least K iterations older than the latest
+  checkpoint:latest-K    the newest checkpoint at least K iterations older than the one
+                         under test (--checkpoint; default the latest)
   checkpoint:ITER        the checkpoint of iteration ITER
   checkpoint:DIR[@ITER]  a checkpoint of another run of the same game (latest by default);
                          a conv-head network (network.head=conv) of another board size too
@@ -87,13 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "per category, network alone and with search at each --sims; plays no "
                         "match unless --against is given")
     p.add_argument("--tactics-limit", type=int, default=None, metavar="N",
-                   help="only the first N positions of each tactics category")
+                   help="with --tactics: only the first N positions of each category")
     p.add_argument("--opening-plies", type=int, default=None,
                    help="random plies at the start of each pair of games (default 2)")
     p.add_argument("--search-tactics", default=None, metavar="RULE",
                    help="the evaluation search's root tactics for the network under test "
+                        "and this run's mcts / checkpoint opponents, which share its search "
                         "(none, win, win_and_block, threats; default: the run's "
-                        "search.eval_tactics, else threats; README 'Tactical safety')")
+                        "search.eval_tactics, else threats; README 'Tactical safety'). "
+                        "A value other than the run's goes into their names on the Elo "
+                        "ladder, e.g. iter-40/mcts:64[tactics=none]; likewise the three "
+                        "flags below")
     p.add_argument("--node-tactics", choices=("on", "off"), default=None,
                    help="what one move ahead decides, at every node of the evaluation "
                         "search's tree (default: the run's search.node_tactics, else on; "
@@ -112,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(e.g. 1s, 200ms), as in a tournament: its deep search, threat "
                         "search and clock, one game at a time. The brain is warmed up "
                         "(its searches compiled) before the first game; --sims then "
-                        "applies to checkpoint and mcts opponents only; no Elo is recorded")
+                        "applies to this run's checkpoint opponents only (mcts:N plays N); "
+                        "no Elo is recorded")
     p.add_argument("--batch-size", type=int, default=256,
                    help="games per jitted call; --games is rounded up to a multiple")
     p.add_argument("--seed", type=int, default=0)
@@ -120,6 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _variant(args, search_config) -> str:
+    """The search flags that differ from the run's evaluation search, as a suffix for the
+    names of the players that search with them ("" when none does): "[tactics=none]"."""
+    from az_jax import search as search_lib
+
+    run = {"tactics": search_config.get("eval_tactics", search_lib.DEFAULT_EVAL_TACTICS),
+           "node_tactics": "on" if search_config.get("node_tactics", True) else "off",
+           "threat_depth": search_config.get("threat_depth", search_lib.DEFAULT_THREAT_DEPTH),
+           "value_scale": search_config.get("eval_value_scale",
+                                            search_lib.DEFAULT_VALUE_SCALE)}
+    given = {"tactics": args.search_tactics, "node_tactics": args.node_tactics,
+             "threat_depth": args.threat_depth, "value_scale": args.value_scale}
+    changed = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+               for k, v in given.items() if v is not None and v != run[k]]
+    return f"[{','.join(changed)}]" if changed else ""
 
 
 def _sims(text: str) -> list[int]:
@@ -194,8 +217,10 @@ def _run(args, engines: list) -> None:
         suite = tactics.load(args.tactics)  # a bad file fails before anything is restored
         if opponents is None:
             opponents = []
-        if args.tactics_limit is not None and args.tactics_limit < 1:
-            raise ValueError(f"--tactics-limit={args.tactics_limit} must be >= 1")
+    if args.tactics_limit is not None and args.tactics is None:
+        raise ValueError("--tactics-limit limits the --tactics suite: give --tactics FILE too")
+    if args.tactics_limit is not None and args.tactics_limit < 1:
+        raise ValueError(f"--tactics-limit={args.tactics_limit} must be >= 1")
     sims_list = args.sims or []
     if len(sims_list) > 1 and (opponents is None or opponents):
         raise ValueError(f"--sims={','.join(map(str, sims_list))}: matches take one count; "
@@ -244,6 +269,7 @@ def _run(args, engines: list) -> None:
                          f"{', '.join(search_lib.TACTICS)}")
     restored = ckpt.restore(workdir, step=args.checkpoint)
     env, config = restored.env, restored.config
+    variant = _variant(args, config.search)
     with config.unlocked():
         if args.search_tactics is not None:
             config.search.eval_tactics = args.search_tactics
@@ -265,7 +291,7 @@ def _run(args, engines: list) -> None:
     opening = (args.opening_plies if args.opening_plies is not None
                else config.eval.get("opening_plies", match.DEFAULT_OPENING_PLIES))
     search = search_lib.make_search(env, restored.net, config.search)
-    factory = players.PlayerFactory(env, restored.net, search, str(workdir))
+    factory = players.PlayerFactory(env, restored.net, search, str(workdir), variant)
     label = f"iter-{restored.iteration}"
     me = factory.network(restored.variables, label, sims)
     brain = None
@@ -287,7 +313,7 @@ def _run(args, engines: list) -> None:
             started[opp.name] = external.make_engine(opp, env)
             engines.append(started[opp.name])
     others = games_vs.resolve(factory, opponents, variables=restored.variables, label=label,
-                              sims=sims, engines=started)
+                              sims=sims, engines=started, iteration=restored.iteration)
     print(f"{workdir}: {env!r} {env.version}, checkpoint {restored.iteration}; "
           f"network under test: {me.name}", flush=True)
     if runner.num_games != games:

@@ -206,6 +206,7 @@ def test_rollout_mcts_keeps_the_sign_when_the_mover_moves_again():
     (["--tactics", str(ROOT / "tests" / "data" / "gomoku_tactics_9x9.jsonl"),
       "--tactics-limit", "0"], "--tactics-limit=0 must be >= 1"),
     (["--sims", "2,3"], "matches take one count"),  # the run's own opponents: matches
+    (["--tactics-limit", "3"], "give --tactics FILE too"),  # else silently ignored
 ])
 def test_bad_flags_fail_before_any_checkpoint_is_read(tmp_path, capsys, argv, why):
     """Checked before anything is restored: an empty folder (no checkpoint) gets the flag's
@@ -244,3 +245,34 @@ def test_opening_plies_zero_is_kept(runs, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "colours alternated, 0 random opening plies" in out, out
+
+
+def test_latest_k_counts_back_from_the_checkpoint_under_test(runs, capsys):
+    """`--checkpoint 1 --against checkpoint:latest-1` finds nothing one iteration before
+    1 (it played the newer iteration 1 of "latest minus one" from checkpoint 2: the
+    network under test against a newer one); from checkpoint 2 it is iteration 1."""
+    base = ["--workdir", str(runs["ttt"]), "--against", "checkpoint:latest-1", "--games", "2",
+            "--sims", "2", "--quiet", "--no-elo", "--no-plots"]
+    assert evaluate.main([*base, "--checkpoint", "1"]) == 2
+    assert "no checkpoint at least 1 iterations older than 1" in capsys.readouterr().err
+    assert evaluate.main([*base, "--checkpoint", "2"]) == 0
+    assert "iter-1/mcts:2" in capsys.readouterr().out
+
+
+def test_search_flags_other_than_the_runs_are_in_the_ladder_names(tmp_path, runs, capsys):
+    """A search other than the run's (here its root tactics) is another player: its
+    matches go on the ladder under a name that says so, beside the run's own, not in
+    their place (the same seed replaced them; another seed pooled the two)."""
+    ttt = tmp_path / "ttt"
+    shutil.copytree(runs["ttt"], ttt)
+    base = ["--workdir", str(ttt), "--against", "random,checkpoint:latest-1", "--games", "2",
+            "--sims", "2", "--quiet", "--no-plots"]
+    assert evaluate.main(base) == 0
+    assert evaluate.main([*base, "--search-tactics", "none", "--value-scale", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "network under test: iter-2/mcts:2[tactics=none]" in out, out
+    names = {(m["a"], m["b"]) for m in json.loads((ttt / "elo.json").read_text())["matches"]
+             if m["source"] == "evaluate"}
+    assert names == {("iter-2/mcts:2", "random"), ("iter-2/mcts:2", "iter-1/mcts:2"),
+                     ("iter-2/mcts:2[tactics=none]", "random"),
+                     ("iter-2/mcts:2[tactics=none]", "iter-1/mcts:2[tactics=none]")}

@@ -354,11 +354,14 @@ class Player:
 class PlayerFactory:
     """Builds players for one env (and one network), reusing one `act` per kind."""
 
-    def __init__(self, env, net=None, search=None, workdir=None):
+    def __init__(self, env, net=None, search=None, workdir=None, variant: str = ""):
         """Args: env; net, search: the network under test and its `make_search` (needed for
-        greedy / mcts / checkpoint opponents); workdir: where `checkpoint:` names resolve."""
+        greedy / mcts / checkpoint opponents); workdir: where `checkpoint:` names resolve;
+        variant: appended to the names of the players that search with `search` (e.g.
+        "[tactics=none]" where it differs from the run's), so that the Elo ladder keeps
+        them apart from the run's own."""
         self.env, self.net, self.search = env, net, search
-        self.workdir = workdir
+        self.workdir, self.variant = workdir, variant
         self._acts: dict[str, Act] = {}
         self._restored: dict[tuple[str, int], Any] = {}
 
@@ -391,7 +394,7 @@ class PlayerFactory:
         """The network under test (or one of its checkpoints) with `sims` simulations."""
         self._need_net(f"mcts:{sims}")
         kind = f"mcts:{sims}"
-        return Player(f"{label}/{kind}", kind,
+        return Player(f"{label}/{kind}{self.variant}", kind,
                      self.act(kind, lambda: search_act(self.search, sims)), variables)
 
     def checkpoint(self, opp: Opponent, sims: int, iteration: int | None = None) -> Player:
