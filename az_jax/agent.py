@@ -42,6 +42,13 @@ def parse_side(env, text: str) -> int:
     raise ValueError(f"unknown side {text!r} for {env.id}; accepted: {accepted}")
 
 
+def _positive(sims) -> int:
+    """A simulation count as an int; ValueError when it is below 1."""
+    if int(sims) < 1:
+        raise ValueError(f"the number of simulations must be >= 1, got {sims}")
+    return int(sims)
+
+
 def wins(side: str) -> str:
     """'black wins', 'tigers win'."""
     return f"{side} {'win' if side.endswith('s') else 'wins'}"
@@ -127,7 +134,8 @@ class Agent:
 
     Args:
       restored: what `checkpoint.load` returns.
-      num_simulations: the default search size (default: max(config sims, 64)).
+      num_simulations: the default search size (None: max(config sims, 64); below 1 raises
+        ValueError).
       seed: seeds the search keys (only noisy searches use them).
     """
 
@@ -137,10 +145,8 @@ class Agent:
         self.env = restored.env
         self.config = restored.config
         self.variables = restored.variables
-        sims = num_simulations or max(int(self.config.search.num_simulations), 64)
-        if sims < 1:
-            raise ValueError(f"the number of simulations must be >= 1, got {sims}")
-        self.num_simulations = int(sims)
+        self.num_simulations = _positive(max(int(self.config.search.num_simulations), 64)
+                                         if num_simulations is None else num_simulations)
         self._search = search_lib.make_search(self.env, restored.net, self.config.search)
         self._init = jax.jit(self.env.init)
         self._step = jax.jit(self.env.step)
@@ -295,7 +301,7 @@ class Agent:
         Raises:
           ValueError: the game is over, or a non-positive simulation count.
         """
-        sims = int(num_simulations or self.num_simulations)
+        sims = self._sims(num_simulations)
         self._check(state, sims)
         t0 = time.perf_counter()
         action, value, visits, q, weights = self._run(state, sims, evaluation=True)
@@ -312,8 +318,11 @@ class Agent:
         chunk's choice on a tie). Q values are visit-weighted means over the chunks, the
         search policy (`weights`) the mean over chunks, the root value the mean. At least
         one chunk always runs.
+
+        Raises:
+          ValueError: the game is over, or a non-positive `chunk`.
         """
-        chunk = int(chunk or self.num_simulations)
+        chunk = self._sims(chunk)
         self._check(state, chunk)
         t0 = time.perf_counter()
         invalid = self.root_mask(state)  # the tactics, once for every chunk
@@ -346,11 +355,15 @@ class Agent:
         t0 = time.perf_counter()
         state = self.new_game()
         self.play(state, int(self.legal_actions(state)[0]))
-        sims = int(num_simulations or self.num_simulations)
+        sims = self._sims(num_simulations)
         self._run(state, sims, evaluation=True)
         if noisy:
             self._run(state, sims, evaluation=False)
         return time.perf_counter() - t0
+
+    def _sims(self, num_simulations: int | None) -> int:
+        """`num_simulations`, or the agent's default for None (0 is an error, not None)."""
+        return self.num_simulations if num_simulations is None else _positive(num_simulations)
 
     def _check(self, state, sims: int) -> None:
         if sims < 1:

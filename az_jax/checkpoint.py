@@ -649,7 +649,7 @@ def load(workdir=None, checkpoint=None, model=None, step=None, env=None,
         return restore(MODELS_DIR / model, step=step, env=env, play_env=play_env)
     if checkpoint is not None:
         path = Path(checkpoint).expanduser().absolute()
-        if not path.name.isdigit() or path.parent.name != SUBDIR:
+        if not (path.name.isascii() and path.name.isdigit()) or path.parent.name != SUBDIR:
             raise ValueError(f"{checkpoint} is not a checkpoint directory: expected "
                              f"<workdir>/{SUBDIR}/<iteration>")
         return restore(path.parent.parent, step=int(path.name), env=env,

@@ -11,6 +11,8 @@ from pathlib import Path
 from az_jax import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound
 
 MODELS = Path(__file__).parent / "models"
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits (without x64): 2**32 is seed 0 again
+MAX_SECONDS = 3600.0  # the longest pause `seconds` takes (time.sleep overflows past ~1e9 s)
 
 
 def integer(low: int, high: int | None = None):
@@ -30,14 +32,17 @@ def integer(low: int, high: int | None = None):
     return parse
 
 
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds, 0 or more."""
+def seconds(text: str, high: float = MAX_SECONDS) -> float:
+    """An argparse type: a finite number of seconds from 0 to `high`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text}: give a number of seconds, 0 or more")
+    if value > high:
+        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds from 0 to "
+                                         f"{high:g}")
     return value
 
 
@@ -83,7 +88,7 @@ def load_agent(args, num_simulations: int | None, then=None):
                                      model=args.model, num_simulations=num_simulations,
                                      seed=args.seed)
         return agent, (None if then is None else then(agent))
-    except (ValueError, FileNotFoundError, OSError) as e:
+    except (ValueError, FileNotFoundError, OSError, OverflowError) as e:
         print(f"error: {e}", file=sys.stderr)
         return None
 

@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "no Elo is recorded")
     p.add_argument("--batch-size", type=int, default=256,
                    help="games per jitted call; --games is rounded up to a multiple")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0,
+                   help="seed of the games' keys, 0 to 4294967295 (default 0)")
     p.add_argument("--no-elo", action="store_true", help="do not update elo.json")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -909,7 +909,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search exactly N simulations per move, ignoring the clock")
     p.add_argument("--turn-ms", type=cli.integer(0), default=5000, metavar="MS",
                    help="time per move until INFO timeout_turn says otherwise (default 5000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0,
+                   help="seed of the search keys, 0 to 4294967295 (default 0)")
     p.add_argument("--precompile", nargs="?", const="15,20", metavar="SIZES",
                    help="compile the searches for these board sizes (default 15,20), under "
                         "each rule a model plays, into the persistent cache and exit: run "

@@ -39,10 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_source_args(p)
     side = p.add_mutually_exclusive_group()
-    side.add_argument("--human-color", "--human", default="first", metavar="SIDE",
+    side.add_argument("--human-color", "--human", default=None, metavar="SIDE",
                       help="your side: first or second (also 1 or 2), or the game's name for "
                            "it: X/O (tic-tac-toe, Connect4), black/white (Gomoku), "
-                           "goats/tigers (Bagh-Chal). Default: first")
+                           "goats/tigers (Bagh-Chal). Default: first; not with --ai-vs-ai")
     side.add_argument("--human-first", action="store_const", dest="human_color",
                       const="first", help="same as --human-color first")
     side.add_argument("--human-second", action="store_const", dest="human_color",
@@ -52,11 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "search.num_simulations, 64)); more is stronger and slower")
     p.add_argument("--ai-vs-ai", action="store_true",
                    help="watch the model play both sides")
-    p.add_argument("--delay", type=cli.seconds, default=0.0, metavar="SECONDS",
-                   help="pause between moves in --ai-vs-ai (default 0)")
+    p.add_argument("--delay", type=cli.seconds, default=None, metavar="SECONDS",
+                   help=f"pause between moves, only with --ai-vs-ai (0 to {cli.MAX_SECONDS:g}; "
+                        "default 0)")
     p.add_argument("--top", type=cli.integer(0), default=5,
                    help="candidate moves shown (default 5; 0: none)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0,
+                   help="seed of the search keys, 0 to 4294967295 (default 0)")
     return p
 
 
@@ -296,8 +298,24 @@ def _read_line(prompt: str) -> str | None:
         return None
 
 
+def parse_args(argv=None) -> argparse.Namespace:
+    """`build_parser().parse_args`, refusing (exit status 2, one line) the flags that
+    --ai-vs-ai would ignore or that need it; then fills in their defaults."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.ai_vs_ai and args.human_color is not None:
+        parser.error("--ai-vs-ai plays both sides: leave out --human-color/--human-first/"
+                     "--human-second")
+    if not args.ai_vs_ai and args.delay is not None:
+        parser.error("--delay is the pause between moves of --ai-vs-ai: give both, or "
+                     "leave out --delay")
+    args.human_color = "first" if args.human_color is None else args.human_color
+    args.delay = 0.0 if args.delay is None else args.delay
+    return args
+
+
 def main(argv=None, read=None, write=print) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     from az_jax import agent as agent_lib
     from az_jax.checkpoint import quiet_logs
 

@@ -362,13 +362,15 @@ def point_name(row: int, col: int, height: int) -> str:
 def parse_point(text: str, height: int, width: int) -> tuple[int, int]:
     """'E5' -> (row, col) with row 0 at the top; raises ValueError with what is accepted."""
     t = text.strip().upper()
+    shown = repr(text) if len(text) <= 24 else repr(text[:24]) + "..."
     last_col = chr(ord("A") + width - 1)
     accepted = (f"a column letter A-{last_col} then a row number 1-{height}, "
                 f"like A1 or {last_col}{height}")
-    if len(t) < 2 or not t.isascii() or not t[0].isalpha() or not t[1:].isdigit():
-        raise ValueError(f"cannot read {text!r} as a point: expected {accepted}")
+    # (at most 9 digits: int() refuses over 4300, and no board is that tall)
+    if not 2 <= len(t) <= 10 or not t.isascii() or not t[0].isalpha() or not t[1:].isdigit():
+        raise ValueError(f"cannot read {shown} as a point: expected {accepted}")
     col = ord(t[0]) - ord("A")
     num = int(t[1:])
     if not (0 <= col < width and 1 <= num <= height):
-        raise ValueError(f"{text!r} is off the board: expected {accepted}")
+        raise ValueError(f"{shown} is off the board: expected {accepted}")
     return height - num, col

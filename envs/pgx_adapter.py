@@ -120,7 +120,8 @@ class PgxEnv(core.Env):
         return str(int(action))
 
     def _parse(self, text: str) -> int:
-        if not text.isdigit() or not 0 <= int(text) < self.num_actions:
+        if (not (text.isascii() and text.isdigit()) or len(text) > 9
+                or not 0 <= int(text) < self.num_actions):
             raise ValueError(f"cannot read {text!r}: expected an action index "
                              f"0..{self.num_actions - 1}")
         return int(text)

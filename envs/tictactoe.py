@@ -92,7 +92,7 @@ class TicTacToe(core.Env):
         return core.point_name(int(action) // 3, int(action) % 3, 3)
 
     def _parse(self, text: str) -> int:
-        if text.isdigit() and len(text) == 1 and text != "0":
+        if text.isascii() and text.isdigit() and len(text) == 1 and text != "0":
             return int(text) - 1
         row, col = core.parse_point(text, 3, 3)
         return row * 3 + col

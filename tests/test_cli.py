@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from absl import flags
 
-from az_jax import checkpoint, cli, gomocup, play
+from az_jax import checkpoint, cli, evaluate, gomocup, play
 from az_jax.web import server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +128,10 @@ def test_train_cli_missing_config_exit_2():
                                       "more"),
     (["--delay", "inf"], "argument --delay: inf: give a number of seconds, 0 or more"),
     (["--top", "-1"], "argument --top: -1 is out of range: give an integer of at least 0"),
+    (["--ai-vs-ai", "--delay", "1e300"], "argument --delay: 1e300: give a number of seconds "
+                                         "from 0 to 3600"),
+    (["--seed", "4294967296"], "argument --seed: 4294967296 is out of range: give an integer "
+                               "from 0 to 4294967295"),
 ])
 def test_play_arguments_out_of_range_are_one_line(argv, error, capsys):
     """Numbers a front end cannot use stop at the command line (argparse, exit status 2):
@@ -144,6 +148,9 @@ def test_play_arguments_out_of_range_are_one_line(argv, error, capsys):
     (gomocup.build_parser, ["--turn-ms", "-5"], "--turn-ms"),
     (gomocup.build_parser, ["--chunk", "0"], "--chunk"),
     (gomocup.build_parser, ["--sims", "100001"], "--sims"),
+    (gomocup.build_parser, ["--seed", "99999999999999999999"], "--seed"),
+    (server.build_parser, ["--model", "tictactoe", "--seed", "4294967296"], "--seed"),
+    (evaluate.build_parser, ["--workdir", "w", "--seed", "-1"], "--seed"),
 ])
 def test_server_and_brain_limits_are_checked(parser, argv, flag, capsys):
     with pytest.raises(SystemExit) as e:
@@ -175,6 +182,18 @@ def test_the_bounds_themselves_are_accepted():
                                            "--delay", "0"]).sims == 100_000
     assert cli.integer(1, 5)("5") == 5 and cli.integer(1, 5)("1") == 1
     assert cli.integer(0)("0") == 0 and cli.seconds("0") == 0.0 and cli.seconds("2.5") == 2.5
+    assert cli.seconds("3600") == 3600.0 and cli.seconds("1", high=1.0) == 1.0
+    assert play.build_parser().parse_args(["--model", "connect4", "--seed", "4294967295"]).seed \
+        == 2**32 - 1  # jax.random.PRNGKey's largest (32 bits without x64)
+
+
+def test_a_checkpoint_named_by_other_digits_is_refused_as_such(tmp_path):
+    """`--checkpoint .../checkpoints/²`: '²'.isdigit() is True, and int('²') failed with
+    "invalid literal for int()"; it is now the usual "not a checkpoint directory"."""
+    path = tmp_path / checkpoint.SUBDIR / "\u00b2"
+    path.mkdir(parents=True)
+    with pytest.raises(ValueError, match="is not a checkpoint directory: expected"):
+        checkpoint.load(checkpoint=str(path))
 
 
 def test_sigterm_stops_the_command_as_ctrl_c_and_the_handler_is_restored():

@@ -61,6 +61,47 @@ def test_unknown_model_exits_2_with_the_names():
     assert "Traceback" not in proc.stderr
 
 
+def test_a_huge_seed_is_one_line_not_a_traceback():
+    """--seed 99999999999999999999 crashed with an OverflowError traceback in the search key."""
+    proc = subprocess.run([sys.executable, "-m", "az_jax.play", "--model", "tictactoe",
+                           "--seed", "99999999999999999999"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "python -m az_jax.play: error: argument --seed: 99999999999999999999 is out of range: "
+        "give an integer from 0 to 4294967295")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--ai-vs-ai", "--human-color", "second"], "--ai-vs-ai plays both sides: leave out"),
+    (["--ai-vs-ai", "--human-first"], "--ai-vs-ai plays both sides: leave out"),
+    (["--delay", "1"], "--delay is the pause between moves of --ai-vs-ai"),
+])
+def test_flags_that_ai_vs_ai_would_ignore_are_refused(argv, error, capsys):
+    """They were silently ignored; now argparse refuses them before any model loads."""
+    with pytest.raises(SystemExit) as e:
+        play.main(["--model", "no-such-model", *argv])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        f"python -m az_jax.play: error: {error}")
+    args = play.parse_args(["--model", "tictactoe", "--ai-vs-ai", "--delay", "0.5"])
+    assert (args.delay, args.human_color) == (0.5, "first")
+    args = play.parse_args(["--model", "tictactoe", "--human-second"])
+    assert (args.delay, args.human_color) == (0.0, "second")
+
+
+def test_zero_simulations_is_an_error_not_the_default(ttt_run):
+    """`think`'s docstring promised a ValueError for a non-positive count, but 0 (falsy)
+    silently became the agent's default; `Agent(num_simulations=0)` and `think_for` too."""
+    agent = agent_lib.Agent.load(workdir=ttt_run, num_simulations=2)
+    state = agent.new_game()
+    for call in (lambda: agent.think(state, 0), lambda: agent.think_for(state, 1.0, chunk=0),
+                 lambda: agent_lib.Agent(agent.restored, num_simulations=0)):
+        with pytest.raises(ValueError, match="simulations must be >= 1, got 0"):
+            call()
+    assert agent.think(state).simulations == 2  # None: the agent's own
+
+
 def test_bad_side_lists_what_is_accepted(ttt_run, capsys):
     assert play.main(["--workdir", str(ttt_run), "--human-color", "purple"]) == 2
     err = capsys.readouterr().err

@@ -136,6 +136,17 @@ def test_parse_and_render():
     assert "X" in ENV.render(state) and "A B C" in ENV.render(state)
 
 
+@pytest.mark.parametrize("text", ["\u0663", "\u00b2", "A" + "1" * 5000, "1" * 5000])
+def test_only_ascii_digits_of_sane_length_are_moves(text):
+    """'٣' (Arabic-Indic 3) was played as C3, '²' and 'A' + 5000 digits ended in int()'s
+    own message: each is now the parser's "cannot read ..." (pgx's action index too)."""
+    with pytest.raises(ValueError, match="^cannot read .* as a point: expected a column"):
+        ENV.parse_action(text)
+    pytest.importorskip("pgx")
+    with pytest.raises(ValueError, match="^cannot read .*: expected an action index 0..8"):
+        envs.make("pgx:tic_tac_toe").parse_action(text)
+
+
 # -------------------------------------------------------------------- properties
 def _with_noise(plies, noise):
     for t, a in noise:

@@ -200,6 +200,9 @@ BAD = {
     "path traversal": ("/static/../server.py", None, None, 404, "no such"),
     "unknown static": ("/static/secret.txt", None, None, 404, "no such file"),
     "game without id": ("/api/game", None, None, 400, "/api/game?id="),
+    "game with an empty id": ("/api/game?id=", None, None, 400, "id is empty: give the game "
+                                                                "as /api/game?id="),
+    "side a number as text": ("/api/new", {"human": "2"}, None, 400, "not in quotes"),
 }
 
 
@@ -214,6 +217,39 @@ def test_an_empty_body_takes_the_defaults(server):
     status, game = call(server, "/api/new", raw=b"")  # e.g. curl -X POST .../api/new
     assert status == 200 and game["human"] == 0 and game["moves"] == [], game
     assert game["sims"] == SIMS and game["your_turn"]
+
+
+def test_human_as_a_number_in_quotes_is_refused(server):
+    """{"human": "1"} was read as the CLI's "1" (the first side, 0) while {"human": 1} is
+    the second side: a number in quotes is ambiguous, so it is refused, saying how to give
+    it; the numbers and names work."""
+    for human in (0, 1):
+        assert new_game(server, human=human, sims=SIMS)["human"] == human
+        status, err = call(server, "/api/new", {"human": str(human), "sims": SIMS})
+        assert status == 400 and "not in quotes" in err["error"], err
+    assert new_game(server, human="second", sims=SIMS)["human"] == 1
+
+
+def test_a_refused_request_leaves_the_game_as_it_was(server):
+    """sims is the game's only once the move or hint is accepted (a 400 for a bad move, or
+    a 409 after the end, used to keep the new sims); `action` and `move` together are
+    refused rather than playing `action`."""
+    gid = new_game(server, human=0, sims=SIMS)["game_id"]
+    for body, code, text in [({"move": "Z9", "sims": 8}, 400, "illegal move"),
+                             ({"action": 3, "move": "5", "sims": 8}, 400, "not both"),
+                             ({"move": "4", "sims": 0}, 400, "sims must be")]:
+        status, err = call(server, "/api/move", {"game_id": gid, **body})
+        assert status == code and text in err["error"], (body, err)
+        status, game = call(server, f"/api/game?id={gid}")
+        assert status == 200 and game["sims"] == SIMS and game["moves"] == [], (body, game)
+    state = new_game(server, human=0, sims=SIMS)
+    set_position(server, state["game_id"], ["1", "2", "1", "2", "1", "2", "1"])  # X won
+    for path in ("/api/move", "/api/hint"):
+        status, err = call(server, path, {"game_id": state["game_id"], "action": 3,
+                                          "sims": 16})
+        assert status == 409, err
+        status, game = call(server, f"/api/game?id={state['game_id']}")
+        assert game["over"] and game["sims"] == SIMS, (path, game)
 
 
 def test_illegal_moves_say_why(server):

@@ -8,13 +8,14 @@ oldest games are dropped past --max-games). Searches run one at a time under a l
 
 API (JSON in and out; errors are 4xx with {"error": message}):
   GET  /api/info                     game geometry, side names, simulation choices, model
-  POST /api/new   {human, sims}      a new game; human = "first"/"second"/0/1/a side name;
+  POST /api/new   {human, sims}      a new game; human = 0/1 (numbers), "first"/"second"
+                                     or a side name ("1" in quotes is refused: ambiguous);
                                      if the AI moves first its move is already played
   GET  /api/game?id=ID               the position (board, legal actions, last move, result,
                                      why the game ended and the winning line, the estimate)
   POST /api/move  {game_id, action | move, sims?}
-                                     your move (an action index or text such as "E5"),
-                                     then the AI's reply with its search statistics
+                                     your move (an action index or text such as "E5": one
+                                     of the two), then the AI's reply with its statistics
   POST /api/undo  {game_id}          takes back your last move and the AI's reply
   POST /api/hint  {game_id}          a search for your side (its policy becomes the heatmap)
 
@@ -148,6 +149,10 @@ class Games:
         if isinstance(human, bool) or not isinstance(human, int | str) or (
                 isinstance(human, str) and len(human) > 32):
             raise ApiError(400, "human must be 0, 1, 'first', 'second' or a side name")
+        if isinstance(human, str) and human.strip().isascii() and human.strip().isdigit():
+            # "1" is ambiguous: the player number 1 (second), or the CLI's first side.
+            raise ApiError(400, f"human as text is 'first', 'second' or a side name, as a "
+                                f"number 0 or 1 (not in quotes), got {_show(human)}")
         if isinstance(human, int):
             if human not in (0, 1):
                 raise ApiError(400, f"human must be 0 or 1, got {_show(human)}")
@@ -280,6 +285,9 @@ class Games:
     def state(self, query: dict) -> dict:
         if not query.get("id"):
             raise ApiError(400, "give the game as /api/game?id=<game_id from /api/new>")
+        if not query["id"][0]:
+            raise ApiError(400, "id is empty: give the game as /api/game?id=<game_id from "
+                                "/api/new>")
         game = self._get({"game_id": query["id"][0]})
         with game.lock:
             return self.view(game)
@@ -287,19 +295,23 @@ class Games:
     def move(self, body: dict) -> dict:
         game = self._get(body)
         with game.lock:
-            game.sims = self._sims(body, game.sims)
+            sims = self._sims(body, game.sims)  # the game's only once the move is accepted
             state = game.states[-1]
             if self.agent.is_over(state):
                 raise ApiError(409, "the game is over: start a new game or undo")
             if int(state.current_player) != game.human:
                 raise ApiError(409, "it is not your turn")
             action = self._parse_move(body, state)
+            game.sims = sims
             self._push(game, action, None)
             self._ai_reply(game)
             return self.view(game)
 
     def _parse_move(self, body: dict, state) -> int:
         env = self.env
+        if "action" in body and "move" in body:
+            raise ApiError(400, "give the move as action (an integer) or move (text), "
+                                "not both")
         if "action" in body:
             action = body["action"]
             if isinstance(action, bool) or not isinstance(action, int):
@@ -334,10 +346,11 @@ class Games:
     def hint(self, body: dict) -> dict:
         game = self._get(body)
         with game.lock:
-            game.sims = self._sims(body, game.sims)
+            sims = self._sims(body, game.sims)
             state = game.states[-1]
             if self.agent.is_over(state) or int(state.current_player) != game.human:
                 raise ApiError(409, "a hint is only for your turn in a running game")
+            game.sims = sims
             game.hint = self._thought(self.agent.think(state, game.sims), game.human)
             return self.view(game)
 
@@ -528,7 +541,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warmup", action="store_true",
                    help="do not compile the search before serving")
     p.add_argument("--verbose", action="store_true", help="log every request")
-    p.add_argument("--seed", type=int, default=0, help="seed of the search keys")
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0,
+                   help="seed of the search keys, 0 to 4294967295 (default 0)")
     return p
 
 
