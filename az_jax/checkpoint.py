@@ -655,7 +655,7 @@ def load(workdir=None, checkpoint=None, model=None, step=None, env=None,
         return restore(path.parent.parent, step=int(path.name), env=env,
                        play_env=play_env)
     path = Path(workdir).expanduser().absolute()
-    if path.name.isdigit() and path.parent.name == SUBDIR:
+    if path.name.isascii() and path.name.isdigit() and path.parent.name == SUBDIR:
         raise ValueError(f"{workdir} is one checkpoint, not a workdir: pass it as --checkpoint "
                          f"{workdir}, or --workdir {path.parent.parent}")
     if path.name == SUBDIR and not (path / SUBDIR).is_dir():
