@@ -302,7 +302,7 @@ class Agent:
           ValueError: the game is over, or a non-positive simulation count.
         """
         sims = self._sims(num_simulations)
-        self._check(state, sims)
+        self._check(state)
         t0 = time.perf_counter()
         action, value, visits, q, weights = self._run(state, sims, evaluation=True)
         return self._thought(action, value, visits, q, weights, sims, t0)
@@ -323,7 +323,7 @@ class Agent:
           ValueError: the game is over, or a non-positive `chunk`.
         """
         chunk = self._sims(chunk)
-        self._check(state, chunk)
+        self._check(state)
         t0 = time.perf_counter()
         invalid = self.root_mask(state)  # the tactics, once for every chunk
         action, value, visits, q, weights = self._run(state, chunk, True, invalid)
@@ -365,9 +365,7 @@ class Agent:
         """`num_simulations`, or the agent's default for None (0 is an error, not None)."""
         return self.num_simulations if num_simulations is None else _positive(num_simulations)
 
-    def _check(self, state, sims: int) -> None:
-        if sims < 1:
-            raise ValueError(f"the number of simulations must be >= 1, got {sims}")
+    def _check(self, state) -> None:
         if self.is_over(state):
             raise ValueError("the game is over; there is nothing to search")
 

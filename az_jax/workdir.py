@@ -34,15 +34,9 @@ MAY_CHANGE = ("train.num_iterations", "train.minutes", "train.init_from", "eval.
               "search.eval_tactics", "search.eval_sims_per_considered",
               "search.eval_value_scale",
               "search.threat_depth", "search.threat_width")
-# Of those, the ones self-play reads too under some setting, with the test that says so
-# (run's and command's flattened configs): the threat search's depth and width rule the
-# self-play root where `search.tactics` is "threats". Such a run may not change them.
-SELFPLAY_READS = {
-    "search.threat_depth": lambda run, cmd: "threats" in (run.get("search.tactics"),
-                                                          cmd.get("search.tactics")),
-    "search.threat_width": lambda run, cmd: "threats" in (run.get("search.tactics"),
-                                                          cmd.get("search.tactics")),
-}
+# Of those, the ones self-play reads too where `search.tactics` is "threats" (the threat
+# search's depth and width rule the self-play root then): such a run may not change them.
+SELFPLAY_THREATS = ("search.threat_depth", "search.threat_width")
 # Fields added since runs were first saved that a run made before them had in one form only
 # (its arrays: Connect4's value head; how it played: no random opening plies): such a run
 # is compared as if it had this value, so that a command whose default has changed since
@@ -97,7 +91,9 @@ def _differing(saved: dict, config: ml_collections.ConfigDict) -> list[tuple[str
     for name in list(command) + [n for n in run if n not in command]:
         if name not in run:
             continue
-        if may_change(name) and not SELFPLAY_READS.get(name, lambda r, c: False)(run, command):
+        read_by_selfplay = name in SELFPLAY_THREATS and "threats" in (
+            run.get("search.tactics"), command.get("search.tactics"))
+        if may_change(name) and not read_by_selfplay:
             continue
         if command.get(name, _MISSING) != run[name]:
             out.append((name, run[name], command.get(name, _MISSING)))
