@@ -20,13 +20,15 @@ Commands (one per line; answers are flushed at once):
   BEGIN              the brain plays first: answers x,y
   TURN x,y           the opponent's move: answers the brain's move x,y
   BOARD              then lines x,y,field (1 = own stone, 2 = opponent's, 3 = ignored) and
-                     DONE: the position, then the brain's move x,y
+                     DONE: the position, then the brain's move x,y (one answer, after
+                     DONE, also for problems: ERROR, and the board stays as it was)
   TAKEBACK x,y       removes the last stone if it is at x,y: OK
   PLAY x,y           the brain must play x,y: answers x,y
   INFO key value     timeout_turn, timeout_match, time_left (ms), max_memory (bytes), rule
                      (0 freestyle, 1 exactly five; 2 continuous, 4 renju and 8 caro are
                      refused: ERROR at the next command that is not INFO, as the
-                     protocol has it for every problem with an INFO)
+                     protocol has it for every problem with an INFO, in place of
+                     that command, or at DONE after BOARD)
   ABOUT              name="az_jax", version, author, country
   END                exits (status 0)
 Coordinates are x,y = column,row counted from 0 at the top left (action = y * size + x).
@@ -237,7 +239,7 @@ def choose(models: list[Model], size: int, rule: str) -> Model:
 
 def _info_key(arg: str) -> str:
     """The key of an INFO command's argument (`timeout_turn 5000` -> timeout_turn)."""
-    return arg.strip().partition(" ")[0].lower()
+    return (arg.split(None, 1) or [""])[0].lower()
 
 
 def _close(agent) -> None:
@@ -342,6 +344,7 @@ class Brain:
         self.size: int | None = None
         self.model: Model | None = None
         self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
+        self._board_errors: list[str] = []  # problems inside BOARD, answered at DONE
         self._info_errors: dict[str, str] = {}  # INFO key -> its problem, for the next command
         self._job = None  # (model, size, rule, thread, box) of the agent being loaded
         self._chunk_s = None  # the slowest chunk seen (seconds)
@@ -702,13 +705,18 @@ class Brain:
         try:
             if self.board_lines is not None:
                 return self._board_line(text)
-            cmd, _, arg = text.partition(" ")
+            cmd, arg = (text.split(None, 1) + [""])[:2]
             cmd = cmd.upper()
             if cmd not in ("INFO", "END") and self._info_errors:
                 # The protocol: a problem with INFO waits for the first command that is not
-                # INFO (the manager reads nothing meanwhile), and is its answer.
+                # INFO (the manager reads nothing meanwhile), and is its answer; that
+                # command is not carried out. BOARD's answer comes after its DONE.
                 errors, self._info_errors = self._info_errors, {}
-                self.write(f"ERROR {next(iter(errors.values()))}")
+                error = next(iter(errors.values()))
+                if cmd == "BOARD":
+                    self._open_board(error)
+                else:
+                    self.write(f"ERROR {error}")
                 return True
             handler = getattr(self, f"_cmd_{cmd.lower()}", None)
             if handler is None or not (cmd.isascii() and cmd.isalpha()):
@@ -794,37 +802,58 @@ class Brain:
         self.write("OK")
 
     def _cmd_board(self, arg: str):
-        self._need_start()
-        self.board_lines = []
+        try:
+            self._need_start()
+        except ValueError as e:  # answered at DONE: the stone lines come first
+            self._open_board(str(e))
+            return
+        self._open_board()
+
+    def _open_board(self, error: str | None = None) -> None:
+        """Reads the lines up to DONE as BOARD's (the manager sends them all before it reads
+        the one answer); `error`, if any, is that answer."""
+        self.board_lines, self._board_errors = [], [error] if error else []
 
     def _board_line(self, text: str) -> bool:
+        """One line inside BOARD. A problem is kept for DONE, whose one answer is then
+        ERROR (the first problem) and the board stays as it was, not half set."""
         word = text.split()[0].upper()
         if word == "END":
             return False
         if word != "DONE":
+            if not self.started:  # no board to check them against: DONE answers that
+                return True
             m = _BOARD_LINE.match(text)
             if not m:
-                self.write(f"ERROR cannot read BOARD line {_show(text)}: expected x,y,field "
-                           "or DONE")
+                self._board_errors.append(f"cannot read BOARD line {_show(text)}: expected "
+                                          "x,y,field or DONE")
                 return True
             x, y, field = (int(g) for g in m.groups())
             try:
                 action = self._action(x, y)
             except ValueError as e:
-                self.write(f"ERROR {e}")
+                self._board_errors.append(str(e))
                 return True
             if field in (1, 2):
                 self.board_lines.append((action, field))
             elif field != 3:  # 3: a stone of a continuous game's winning line; not used here
-                self.write(f"ERROR field {field} in {_show(text)}: expected 1 (own) or 2 "
-                           "(opponent)")
+                self._board_errors.append(f"field {field} in {_show(text)}: expected 1 (own) "
+                                          "or 2 (opponent)")
             return True
         lines, self.board_lines = self.board_lines, None
+        errors, self._board_errors = self._board_errors, []
+        if errors:
+            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+            self.write(f"ERROR {errors[0]}{more}; BOARD not set")
+            return True
+        kept = self.board, self._state, self._synced, self._synced_moves
         try:
             self._set_board(lines)
-            self.write(self.think_and_play())
         except ValueError as e:
+            self.board, self._state, self._synced, self._synced_moves = kept
             self.write(f"ERROR {e}")
+            return True
+        self.write(self.think_and_play())
         return True
 
     def _set_board(self, lines: list[tuple[int, int]]) -> None:
@@ -858,7 +887,7 @@ class Brain:
             raise ValueError("the position on BOARD is already decided")
 
     def _cmd_info(self, arg: str):
-        key, value = _info_key(arg), arg.partition(" ")[2]
+        key, value = _info_key(arg), (arg.split(None, 1) + [""])[1]
         if not key:
             raise ValueError("INFO needs a key and a value, e.g. INFO timeout_turn 5000")
         if key in ("timeout_turn", "timeout_match", "time_left", "rule", "max_memory",
@@ -866,7 +895,10 @@ class Brain:
             m = _INFO_NUMBER.match(value)
             if not m:
                 raise ValueError(f"INFO {key} needs an integer, got {_show(value)}")
-            self.info[key] = int(m.group(1))
+            number = int(m.group(1))
+            if number < 0 and key != "time_left":  # time_left < 0: the match's time is out
+                raise ValueError(f"INFO {key} must be 0 or more, got {number}")
+            self.info[key] = number
             if key in ("rule", "max_memory") and self.started:
                 if key == "max_memory":
                     self._check_memory()

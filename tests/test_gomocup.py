@@ -114,6 +114,13 @@ def test_about_and_start(brain):
     about = brain.ask("ABOUT")
     assert re.match(r'name="az_jax", version="[^"]+", author="[^"]+", country="[^"]+"', about)
     assert brain.ask("TURN 4,4").startswith("ERROR no game: send START first")
+    # BOARD's one answer comes after DONE, even when it is an error: the stone lines are
+    # read as BOARD's, not answered each as an unknown command.
+    for line in ["BOARD", "4,4,1", "5,5,2"]:
+        brain.send(line)
+    assert brain.nothing_pending()
+    assert brain.ask("DONE").startswith("ERROR no game: send START first")
+    assert brain.nothing_pending()
     answer = brain.ask("START 15")
     assert answer.startswith("ERROR unsupported size 15") and "9x9" in answer
     assert brain.ask("RECTSTART 9,7").startswith("ERROR unsupported board 9x7")
@@ -266,13 +273,31 @@ def test_malformed_lines_keep_it_alive(brain):
     brain.send("INFO evaluate 1,1")
     brain.send("")  # empty lines are ignored
     assert brain.nothing_pending()
-    for line in ["BOARD", "4,4,2", "nonsense", "99,1,2"]:
+    # Inside BOARD the manager reads nothing until DONE: its problems are DONE's one
+    # answer, and the board stays as it was (a board missing a stone is no position to
+    # play on).
+    assert brain.ask("PLAY 1,1") == "1,1"
+    for line in ["BOARD", "4,4,2", "nonsense", "99,1,2", "3,3,7"]:
         brain.send(line)
-    assert brain.answer().startswith("ERROR cannot read BOARD line 'nonsense'")
-    assert brain.answer().startswith("ERROR 99,1 is off the 9x9 board")
-    x, y = xy(brain.ask("DONE"))  # the valid lines still make the position
-    assert (x, y) != (4, 4)
+    assert brain.nothing_pending()
+    answer = brain.ask("DONE")
+    assert answer.startswith("ERROR cannot read BOARD line 'nonsense'"), answer
+    assert "(and 2 more problems)" in answer and "BOARD not set" in answer
+    assert brain.nothing_pending()
+    assert brain.ask("TURN 1,1").startswith("ERROR 1,1 is occupied")  # the old board
     assert brain.ask("ABOUT").startswith('name="az_jax"')  # still alive
+    # A problem with INFO before BOARD is answered at DONE, not at BOARD.
+    brain.send("INFO timeout_turn -1")
+    for line in ["BOARD", "4,4,2"]:
+        brain.send(line)
+    assert brain.nothing_pending()
+    assert brain.ask("DONE").startswith("ERROR INFO timeout_turn must be 0 or more, got -1")
+    assert brain.nothing_pending()
+    # A tab is white space like a blank, after the command and after INFO's key.
+    brain.send("INFO\ttimeout_turn\t0")
+    assert brain.nothing_pending()
+    assert brain.ask("RESTART\t") == "OK"
+    assert xy(brain.ask("TURN\t4,4")) != (4, 4)
 
 
 def test_piskvork_reads_stderr_as_answers_so_it_carries_debug_lines_only(run):
@@ -306,10 +331,11 @@ def test_piskvork_reads_stderr_as_answers_so_it_carries_debug_lines_only(run):
         raise AssertionError(f"the search never answered; the brain said {seen[-20:]}")
 
     try:
-        assert answer("START 9")[0] == "OK"  # the start line came first, as DEBUG
-        assert seen[0].startswith("DEBUG az_jax gomocup brain:"), seen[:3]
+        assert answer("START 9")[0] == "OK"  # the start line was not taken for the answer
         b.send("INFO timeout_turn 1000")
         searched()
+        # ... but went out as DEBUG (through the relay thread: before or after the OK)
+        assert any(x.startswith("DEBUG az_jax gomocup brain:") for x in seen), seen[:5]
         children = []
         for task in Path(f"/proc/{b.proc.pid}/task").iterdir():
             try:  # (a thread may end meanwhile)
