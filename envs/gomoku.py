@@ -52,7 +52,7 @@ class Gomoku(core.Env):
         """Builds the env.
 
         Args:
-          size: board side N, any of 5..19 (15 is the usual board).
+          size: board side N, any of 5..22 (15 is the usual board).
           rule: "freestyle" (five or more win) or "standard" (exactly five win).
         Raises:
           ValueError: size or rule out of range, saying what is accepted.
@@ -72,6 +72,9 @@ class Gomoku(core.Env):
         self._line_cells, self._line_on_board = core.line_cells(self.size, self.size, _REACH)
 
     has_winning_moves = True
+    # Exactly so in freestyle. Under exactly five a stone can hurt its owner (it may turn
+    # his own five-point into an overline), but rarely, and only in the "threats"
+    # tactics' judgement of a four (search._wins_in_two_despite), which is not a proof.
     zugzwang_free = True
 
     def winning_moves(self, state, player):

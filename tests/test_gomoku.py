@@ -4,6 +4,7 @@ with OpenSpiel's `gomoku` (freestyle) and PyPI `renju` (its STANDARD rule: exact
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import numpy as np
@@ -65,6 +66,16 @@ def test_params_and_registry():
 def test_bad_size(size):
     with pytest.raises(ValueError, match="5..22"):
         Gomoku(size=size)
+
+
+def test_documented_sizes_are_the_accepted_ones():
+    """The docstring's size range is the one `__init__` accepts (it said 5..19 once 20..22
+    were accepted too)."""
+    low, high = map(int, re.search(r"any of (\d+)\.\.(\d+)", Gomoku.__init__.__doc__).groups())
+    assert Gomoku(size=low).size == low and Gomoku(size=high).size == high
+    for size in (low - 1, high + 1):
+        with pytest.raises(ValueError):
+            Gomoku(size=size)
 
 
 @pytest.mark.parametrize("rule", ["renju", "Freestyle", "", None])
