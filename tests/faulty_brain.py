@@ -14,12 +14,22 @@ It plays the first empty point (x fastest, from 0,0) and, from its AFTER-th move
   offboard plays -1,0
   error    answers 'ERROR something went wrong'
   flood    writes MESSAGE lines without end (a stuck brain that keeps reporting)
+  ponder   answers, then writes MESSAGE lines without end (never reading again)
   chatter  writes a line that is not an answer ('thinking...'), then 0.3 s later its move
 and, whatever AFTER:
   refuse       answers START with 'ERROR unsupported size N'
   slowstart    sleeps before answering START (a brain loading a big model), until killed
+  closein      closes its input, answers START and sleeps until killed
   unknowninfo  answers each INFO with 'UNKNOWN INFO key', the first one 0.3 s late (so
                that the answers come after the next command was sent)
+  skeleton     as the protocol's C skeleton (pisqpipe) on Windows: BOARD adds its stones to
+               the board it has (a manager sends RESTART first when a game is open), and
+               its lines end in CR LF
+  cr           ends its lines with CR alone (the protocol allows CR LF, LF or CR)
+  norestart    answers RESTART with 'UNKNOWN RESTART' (an optional command)
+  slowrestart  answers RESTART after 1 s (a brain clearing big tables)
+  suggest      answers each move request with 'SUGGEST x,y' (the protocol: the manager
+               then sends PLAY x,y, answered x,y)
 
 With FAULTY_BRAIN_LOG=FILE in its environment it appends 'PID MODE COMMAND' to FILE for
 each command it reads (a test learns its pid, and whether it got END).
@@ -37,7 +47,7 @@ def main() -> int:
     log = os.environ.get("FAULTY_BRAIN_LOG")
 
     def say(line):
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(line + {"skeleton": "\r\n", "cr": "\r"}.get(mode, "\n"))
         sys.stdout.flush()
 
     def answer():
@@ -69,8 +79,13 @@ def main() -> int:
         for y in range(size):
             for x in range(size):
                 if (x, y) not in stones:
+                    if mode == "suggest":
+                        return say(f"SUGGEST {x},{y}")
                     stones.append((x, y))
-                    return say(f"{x},{y}")
+                    say(f"{x},{y}")
+                    while mode == "ponder" and requests >= after:
+                        say("MESSAGE still thinking")
+                    return
 
     for line in sys.stdin:
         text = line.strip()
@@ -81,7 +96,7 @@ def main() -> int:
                 f.write(f"{os.getpid()} {mode} {cmd}\n")
         if board is not None:
             if cmd == "DONE":
-                stones, board = board, None
+                stones, board = (stones + board if mode == "skeleton" else board), None
                 answer()
             else:
                 x, y, _ = (int(v) for v in text.split(","))
@@ -90,9 +105,14 @@ def main() -> int:
             size, stones = int(arg), []
             if mode == "slowstart":
                 time.sleep(3600)
+            if mode == "closein":
+                os.close(0)
+                say("OK")
+                time.sleep(3600)
             say(f"ERROR unsupported size {size}" if mode == "refuse" else "OK")
-        elif cmd == "RESTART":
+        elif cmd == "RESTART" and mode != "norestart":
             stones = []
+            time.sleep(1 if mode == "slowrestart" else 0)
             say("OK")
         elif cmd == "INFO":
             if mode == "ok":
@@ -100,6 +120,9 @@ def main() -> int:
             if mode == "unknowninfo":
                 time.sleep(0.3 if arg.startswith("timeout_turn") else 0)
                 say(f"UNKNOWN INFO {arg.split()[0]}")
+        elif cmd == "PLAY" and mode == "suggest":
+            stones.append(tuple(int(v) for v in arg.split(",")))
+            say(arg)
         elif cmd == "BEGIN":
             answer()
         elif cmd == "TURN":

@@ -233,6 +233,19 @@ def test_a_faulty_brain_forfeits_and_is_reported(mode, kind):
     _reaped(engine)
 
 
+def test_a_brain_that_closed_its_input_is_said_so(monkeypatch):
+    """Writing to a brain that closed its input: a crash, said as that (it read 'the brain
+    cannot write to it', as if the brain could not write, and 'exit status -9', the status
+    of the kill that followed, as if something else had killed it)."""
+    made = []
+    monkeypatch.setattr(external, "GomocupBrain", lambda *a, **kw: made.append(
+        external_brain(*a, **kw)) or made[-1])
+    with pytest.raises(ValueError, match="cannot play 9x9 gomoku: crash: the brain closed "
+                                         "its input \\(BrokenPipeError writing to it\\)$"):
+        _brain("closein")
+    assert made[0].proc is None and all(p.returncode is not None for p in made[0].spawned)
+
+
 def test_a_brain_that_floods_message_lines_times_out():
     """MESSAGE lines written faster than they are logged (the log takes 1 ms a line, as a
     terminal may): the lines never run out, and the deadline still holds."""
@@ -242,6 +255,24 @@ def test_a_brain_that_floods_message_lines_times_out():
     err = _within(20, lambda: engine.brain.move([]))
     assert isinstance(err, external.EngineForfeit) and err.kind == "timeout", err
     assert time.monotonic() - t0 < 5  # the deadline is 0.5 s
+    _reaped(engine)
+
+
+def test_a_brain_that_floods_after_its_answer_times_out_on_the_next_request():
+    """MESSAGE lines without end after a move, faster than they are logged: the next
+    request's wait for the lines before it (unasked) ended only when they ran out, so it
+    never sent the request nor reached a deadline; and logging each of those there took
+    a millisecond a line."""
+    engine = _brain("ponder", after=1)
+    logged = []
+    engine.brain.log = lambda line: (time.sleep(0.001), logged.append(line))
+    assert engine.brain.move([]) == 0  # answered; then the lines start
+    time.sleep(0.2)  # (tens of thousands of lines)
+    t0 = time.monotonic()
+    err = _within(20, lambda: engine.brain.move([0, 1]))
+    assert isinstance(err, external.EngineForfeit) and err.kind == "timeout", err
+    assert time.monotonic() - t0 < 5, len(logged)  # the deadline is 0.5 s
+    assert any("more lines unasked, not logged" in m for m in logged)
     _reaped(engine)
 
 
@@ -327,6 +358,79 @@ def test_a_chatty_brain_plays_whole_games():
     assert engine.brain.move([]) == 0  # the INFO lines come before the first request
     assert logged[-2:] == [f"{engine.name}: MESSAGE got INFO rule 1",  # exactly five
                            f"{engine.name}: MESSAGE thinking hard"]
+    _reaped(engine)
+
+
+def test_a_skeleton_brain_gets_restart_before_board():
+    """The protocol's C skeleton (pisqpipe) adds the stones of BOARD to the board it holds:
+    a manager sends RESTART first when a game is open (BOARD alone left the game before
+    on its board, and the brain played into that)."""
+    engine = _brain("skeleton", "200ms;grace=1s;start=20s")
+    brain = engine.brain
+    assert brain.move([]) == 0  # BEGIN: the first empty point
+    assert brain.move([0, 1]) == 2  # TURN: its own game goes on
+    assert brain.move([5, 6, 7]) == 0  # RESTART, BOARD: not 1 (0,0 of the game before)
+    assert brain.move([3, 4]) == 0  # RESTART, BOARD (one stone each)
+    assert brain.move([]) == 0  # RESTART, BEGIN
+    assert len(brain.spawned) == 1
+    _reaped(engine)
+
+
+def test_a_brain_may_end_its_lines_with_cr():
+    """The protocol: a brain ends its lines with CR LF, LF or CR. CR alone was held back
+    (a text stream waits for a possible LF), so START, then every move, timed out."""
+    engine = _within(30, lambda: _brain("cr", "200ms;grace=1s;start=5s"))
+    assert not isinstance(engine, BaseException), engine
+    brain = engine.brain
+    brain.log = lambda line: None
+    assert brain.move([]) == 0 and brain.move([0, 1]) == 2 and brain.move([5, 6, 7]) == 0
+    assert brain.late == 0 and len(brain.spawned) == 1
+    _reaped(engine)
+
+
+def test_restart_is_answered_within_the_start_time():
+    """The protocol counts RESTART as initialization (as START), not in a turn's time: a
+    brain that takes 1 s to clear its tables on a 200 ms turn (+ 300 ms grace) plays on
+    (it lost the game as a timeout, and now RESTART comes before most BOARDs)."""
+    engine = _brain("slowrestart", "200ms;grace=300ms;start=20s")
+    brain = engine.brain
+    assert brain.move([]) == 0  # BEGIN
+    assert brain.move([5, 6, 7]) == 0  # RESTART (1 s), BOARD
+    assert brain.late == 0 and len(brain.spawned) == 1
+    _reaped(engine)
+
+
+def test_a_brain_that_suggests_its_moves_plays():
+    """The protocol: a brain may answer SUGGEST x,y, and the manager imposes a move with
+    PLAY x,y (Gomocup's: the same), whose answer is the move (it was garbage: every game
+    lost)."""
+    engine = _brain("suggest", "200ms;grace=1s;start=20s")
+    brain = engine.brain
+    res = runner.play(factory.random(), engine, jax.random.PRNGKey(3))
+    assert res.total.games == 2 and res.unfinished == 0 and not res.notes, res
+    assert brain.move([]) == 0 and brain.move([0, 1]) == 2 and brain.move([5, 6, 7]) == 0
+    assert len(brain.spawned) == 1
+    _reaped(engine)
+
+
+def test_a_brain_without_restart_is_run_again(tmp_path, monkeypatch):
+    """RESTART is optional in the protocol: to UNKNOWN a manager sends END and runs the
+    brain again (it was an error: the game lost, as every other game from the empty
+    board)."""
+    log = tmp_path / "brains.log"
+    monkeypatch.setenv("FAULTY_BRAIN_LOG", str(log))
+    engine = _brain("norestart", "200ms;grace=1s;start=20s")
+    brain = engine.brain
+    logged = []
+    brain.log = logged.append
+    assert brain.move([]) == 0  # BEGIN
+    assert brain.move([]) == 0  # RESTART: UNKNOWN; END, START again, BEGIN
+    assert brain.move([5, 6, 7]) == 0  # again, then BOARD
+    assert len(brain.spawned) == 3
+    first, second, _ = (p.pid for p in brain.spawned)
+    commands = log.read_text().splitlines()
+    assert f"{first} norestart END" in commands and f"{second} norestart END" in commands
+    assert any("'UNKNOWN RESTART' to RESTART" in m for m in logged), logged
     _reaped(engine)
 
 

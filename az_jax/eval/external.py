@@ -61,7 +61,7 @@ Engines (`parse_opponent`; keyed by the name's prefix in `_ENGINES`; `PREFIX:ARG
                        ';'-separated: the time per move (`200ms`, `1.5s`; default 1 s) sent
                        as INFO timeout_turn, `grace=TIME` (the answer may come that much
                        later; default max(1 s, half the move time)), `start=TIME` (for the
-                       answer to START; default 180 s). Its faults forfeit the game
+                       answers to START and RESTART; default 180 s). Its faults forfeit the game
                        (`EngineForfeit`), see `ExternalMatchRunner.play`.
 
 In a comma-separated list (`--against`, `eval.opponents`) a comma inside a gomocup command
@@ -75,6 +75,7 @@ move loses (the package then returns no move), the engine plays the first legal 
 
 from __future__ import annotations
 
+import codecs
 import collections
 import contextlib
 import dataclasses
@@ -418,7 +419,7 @@ class BrainSpec:
 
     turn_ms: INFO timeout_turn, the time per move; the answer may come up to `grace_ms`
     later (default max(1000, turn_ms / 2)) before it is a timeout. start_s: the time for
-    the answer to START (loading and compiling a brain takes a while)."""
+    the answer to START (loading and compiling a brain takes a while) and to RESTART."""
 
     command: tuple[str, ...]
     turn_ms: int = GOMOCUP_TURN_MS
@@ -495,8 +496,12 @@ class EngineForfeit(Exception):
 
 
 _XY = re.compile(r"^\s*(-?[0-9]{1,9})\s*,\s*(-?[0-9]{1,9})\s*$")
-_OK = re.compile(r"^\s*OK\s*$", re.I)
+_MOVE = re.compile(r"^\s*(SUGGEST\s+)?(-?[0-9]{1,9})\s*,\s*(-?[0-9]{1,9})\s*$", re.I)
+_RESTARTED = re.compile(r"^\s*(OK|UNKNOWN\b.*?)\s*$", re.I)  # (UNKNOWN: not supported)
 
+
+_LINE_CHARS = 65536  # a brain's longer lines are cut (the protocol allows it)
+_UNASKED_LOGGED = 100  # lines that came unasked logged before a request, at most
 
 # POSIX: a brain leads its own session, so that a timeout or the close kills its whole
 # process group (a wrapper's child, or the brain's own workers, also hold its pipes).
@@ -530,14 +535,17 @@ class GomocupBrain:
     One process serves every game of a match: a move in a game the brain is not following
     is asked with BOARD (the whole position, field 1 = own stones, 2 = the opponent's)
     then DONE; a move that continues the brain's own game with TURN x,y; a move on an empty
-    board with BEGIN (after RESTART if needed). x,y = column,row from 0 at the top left,
-    i.e. action = y * size + x, as `az_jax.gomocup`. Lines MESSAGE (logged), DEBUG
-    (dropped) are skipped; UNKNOWN or ERROR as the answer to a move is a fault (but see
+    board with BEGIN; an answer SUGGEST x,y gets PLAY x,y, whose answer is the move (the
+    protocol; Gomocup's manager does so). Before BOARD or BEGIN, RESTART empties the
+    brain's board if it holds a game (the protocol; a brain that answers UNKNOWN is ended
+    and run again). Its lines may end in CR LF, LF or CR. x,y = column,row from 0 at the
+    top left, i.e. action = y * size + x, as `az_jax.gomocup`. Lines MESSAGE (logged),
+    DEBUG (dropped) are skipped; UNKNOWN or ERROR as the answer to a move is a fault (but see
     `_ask` for one that may answer INFO instead). A process that dies, misses its deadline
     or answers anything but a move (garbage, UNKNOWN, ERROR: it may still be busy with that
     position, and its next line could be taken for another's answer) is killed with its
-    process group (and reaped) and started again on the next request; START is answered
-    within `start_s`, a move within `BrainSpec.answer_s`.
+    process group (and reaped) and started again on the next request; START and RESTART
+    are answered within `start_s`, a move within `BrainSpec.answer_s`.
     """
 
     def __init__(self, spec: BrainSpec, size: int, rule: int, name: str, log=None):
@@ -588,13 +596,33 @@ class GomocupBrain:
 
     def _pump(self, stream, lines) -> None:
         """Reader thread: stdout lines into the queue (None at EOF), stderr into a tail.
-        Closes the stream at EOF (the process group has ended)."""
+        Closes the stream at EOF (the process group has ended).
+
+        A brain may end its lines with CR LF, LF or CR alone (the protocol), so lines are
+        split here, as soon as their bytes come: a text stream holds back a line that ends
+        in CR until the next byte (a CR LF may follow), which never comes while the brain
+        waits for the next command. Empty lines (also between CR and LF) are dropped, and a
+        line is cut after `_LINE_CHARS` (the protocol allows it: a brain that writes without
+        end costs no memory)."""
+        decoder = codecs.getincrementaldecoder(stream.encoding)(errors="replace")
+        text = ""  # the line begun
         try:
-            for line in stream:
-                if lines is None:
-                    self._stderr.append(line.rstrip())
-                else:
-                    lines.put(line)
+            while True:
+                chunk = stream.buffer.read1(65536)
+                done = re.split(r"[\r\n]+", decoder.decode(chunk, final=not chunk))
+                done[0] = text + done[0]
+                text = done.pop()[:_LINE_CHARS]
+                if not chunk and text:
+                    done.append(text)
+                for line in done:
+                    if not line:
+                        continue
+                    if lines is None:
+                        self._stderr.append(line[:_LINE_CHARS].rstrip())
+                    else:
+                        lines.put(line[:_LINE_CHARS] + "\n")
+                if not chunk:
+                    break
         except (OSError, ValueError):
             pass
         finally:
@@ -608,19 +636,20 @@ class GomocupBrain:
             self.proc.stdin.write("".join(line + "\n" for line in lines))
             self.proc.stdin.flush()
         except (OSError, ValueError) as e:
-            self._died(f"cannot write to it ({type(e).__name__})")
+            self._died(f"closed its input ({type(e).__name__} writing to it)")
 
     def _died(self, what: str):
         proc = self.proc
+        code = proc.poll() if proc is not None else None  # its own, not the kill's below
         self.close()
-        code = proc.returncode if proc is not None else None
         tail = " | ".join(list(self._stderr)[-3:])
         raise EngineForfeit("crash", f"the brain {what}" + (f", exit status {code}"
                                                             if code is not None else "")
                             + (f"; stderr: {tail[:300]}" if tail else ""))
 
-    def _ask(self, lines: list[str], seconds: float, what: str) -> str:
-        """Sends `lines` and returns the answer: the first line that is not MESSAGE/DEBUG.
+    def _ask(self, lines: list[str], seconds: float, what: str, unknown: bool = False) -> str:
+        """Sends `lines` and returns the answer: the first line that is not MESSAGE/DEBUG
+        (nor UNKNOWN, unless `unknown`: an optional command's answer).
 
         INFO is sent without waiting (the protocol: a brain does not answer it), yet some
         brains answer UNKNOWN or ERROR to a key they do not know, and that line may come
@@ -657,7 +686,10 @@ class GomocupBrain:
             if self._skip(line):
                 continue
             text = line.strip()
-            if text.split(maxsplit=1)[0].upper() in ("UNKNOWN", "ERROR"):
+            word = text.split(maxsplit=1)[0].upper()
+            if word == "UNKNOWN" and unknown and not self._info_sent:
+                return line
+            if word in ("UNKNOWN", "ERROR"):
                 if self._info_sent:
                     self.log(f"{self.name}: {text[:200]!r}, an answer to INFO or to {what}")
                     doubt = text[:120]
@@ -675,8 +707,12 @@ class GomocupBrain:
         return word in ("", "MESSAGE", "DEBUG")
 
     def _drain(self) -> None:
-        """Lines that came unasked (after INFO, say): logged unless DEBUG."""
-        while self._lines is not None:
+        """Lines that came unasked (after INFO, say): logged unless DEBUG, the first
+        `_UNASKED_LOGGED` of them. Only those there now: a brain that keeps writing (MESSAGE
+        lines without end, faster than they are logged) must not hold the request back;
+        later lines are read under its deadline."""
+        n = self._lines.qsize() if self._lines is not None else 0
+        for i in range(n):
             try:
                 line = self._lines.get_nowait()
             except queue.Empty:
@@ -684,8 +720,10 @@ class GomocupBrain:
             if line is None:
                 self._lines.put(None)  # the EOF is for the next request to see
                 return
-            if not self._skip(line):
+            if i < _UNASKED_LOGGED and not self._skip(line):
                 self.log(f"{self.name}: unasked line {line.strip()[:200]!r}")
+        if n > _UNASKED_LOGGED:
+            self.log(f"{self.name}: {n - _UNASKED_LOGGED} more lines unasked, not logged")
 
     def close(self, graceful: bool = True) -> None:
         """Ends the process: END, then kill (with its process group) after 1 s, at once if
@@ -707,17 +745,19 @@ class GomocupBrain:
     def _xy(self, action: int) -> str:
         return f"{action % self.size},{action // self.size}"
 
-    def _request(self, lines: list[str], what: str, expect: re.Pattern) -> re.Match:
-        """`_ask` for `move`: the answer, matched by `expect`. After any other answer
-        (garbage, UNKNOWN, ERROR) the brain is killed: it may still be busy with this
-        position, and its late answer must not be read as the next request's (another
-        game's position).
+    def _request(self, lines: list[str], what: str, expect: re.Pattern,
+                 unknown: bool = False, seconds: float | None = None) -> re.Match:
+        """`_ask` for `move`: the answer, matched by `expect`, within `seconds` (default
+        `BrainSpec.answer_s`). After any other answer (garbage, UNKNOWN, ERROR) the brain
+        is killed: it may still be busy with this position, and its late answer must not be
+        read as the next request's (another game's position).
 
         Raises:
           EngineForfeit: as `_ask`, or garbage.
         """
         try:
-            answer = self._ask(lines, self.spec.answer_s, what)
+            answer = self._ask(lines, self.spec.answer_s if seconds is None else seconds,
+                               what, unknown)
         except EngineForfeit as e:
             if e.kind == "error":
                 self.close(graceful=False)
@@ -728,6 +768,24 @@ class GomocupBrain:
             raise EngineForfeit("garbage", f"answered {answer.strip()[:80]!r} to {what}")
         return m
 
+    def _restart(self) -> None:
+        """RESTART, answered OK: an empty board. The command is optional in the protocol: a
+        brain that answers UNKNOWN is ended (END) and run again, as the protocol says. It is
+        answered within `start_s`: the protocol counts it as initialization, as START, not
+        in the time for a turn (a brain may clear big tables then).
+
+        Raises:
+          EngineForfeit: as `_request`, or a failed start.
+        """
+        m = self._request(["RESTART"], "RESTART", _RESTARTED, unknown=True,
+                          seconds=self.spec.start_s)
+        if m.group(1).upper().startswith("UNKNOWN"):
+            self.log(f"{self.name}: answered {m.group(0).strip()[:80]!r} to RESTART: ended and "
+                     "run again")
+            self.start()  # (END first)
+        else:
+            self.board = []
+
     def move(self, moves: list[int]) -> int:
         """The brain's move in the position after `moves` (env actions, black first).
 
@@ -736,12 +794,14 @@ class GomocupBrain:
         """
         if self.proc is None or self.proc.poll() is not None:
             self.start()
-        if not moves:
-            if self.board != []:  # a game on the board, or an unknown one after a fault
-                self._request(["RESTART"], "RESTART", _OK)
-            lines, what = ["BEGIN"], "BEGIN"
-        elif self.board is not None and self.board == moves[:-1]:
+        turn = bool(moves) and self.board is not None and self.board == moves[:-1]
+        if not turn and self.board != []:  # a game on the board, or one unknown after a fault
+            # The protocol: RESTART before BEGIN or BOARD (its C skeleton's BOARD adds stones).
+            self._restart()
+        if turn:
             lines, what = [f"TURN {self._xy(moves[-1])}"], "TURN"
+        elif not moves:
+            lines, what = ["BEGIN"], "BEGIN"
         else:
             n = len(moves)
             lines = ["BOARD"] + [f"{self._xy(a)},{1 if (n - i) % 2 == 0 else 2}"
@@ -749,17 +809,30 @@ class GomocupBrain:
             what = "BOARD"
         self.board = None
         t0 = time.monotonic()
-        m = self._request(lines, what, _XY)
+        m = self._request(lines, what, _MOVE)
+        x, y = int(m.group(2)), int(m.group(3))
+        if m.group(1):  # SUGGEST x,y (the protocol): imposed with PLAY x,y, as Gomocup does;
+            self._action(x, y, moves)  # the brain's answer to it is its move
+            m = self._request([f"PLAY {x},{y}"], "PLAY", _XY)
+            x, y = int(m.group(1)), int(m.group(2))
         if time.monotonic() - t0 > self.spec.turn_ms / 1000.0:
             self.late += 1
-        x, y = int(m.group(1)), int(m.group(2))
+        action = self._action(x, y, moves)
+        self.board = [*moves, action]
+        return action
+
+    def _action(self, x: int, y: int, moves: list[int]) -> int:
+        """The action of the brain's x,y after `moves`.
+
+        Raises:
+          EngineForfeit: illegal (off the board or occupied).
+        """
         if not (0 <= x < self.size and 0 <= y < self.size):
             raise EngineForfeit("illegal", f"played {x},{y}, off the {self.size}x{self.size} "
                                            "board")
         action = y * self.size + x
         if action in moves:
             raise EngineForfeit("illegal", f"played {x},{y}, an occupied point")
-        self.board = [*moves, action]
         return action
 
 
