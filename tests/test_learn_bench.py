@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 from pathlib import Path
 
 import jax
@@ -106,6 +107,30 @@ def test_learn_refuses_a_used_workdir(tmp_path):
         bench.main(["learn", "--config.train.batch_size"])
 
 
+def test_bad_sets_minutes_and_seed_fail_before_training(tmp_path, monkeypatch):
+    """A --sets file that does not read, --minutes not a finite number > 0 or a --seed
+    outside 0..2**32 - 1 (as every command line's, README) stops bench learn before it
+    trains (a bad set file had trained for --minutes, then failed with a traceback; a
+    seed of 2**70 too, in PRNGKey)."""
+    monkeypatch.setattr(learn_bench, "train_for", lambda *a, **k: pytest.fail("it trained"))
+    (tmp_path / "bad.txt").write_text("44 0 -1,-1,-1,0,-1,-1,-1\n4 x\n")
+    with pytest.raises(SystemExit, match="bad.txt:2: score 'x' is not an integer"):
+        bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.01",
+                    "--sets", str(tmp_path / "bad.txt"), "--workdir", str(tmp_path / "run")])
+    for seed in (str(2**70), "-1", str(2**32)):  # (PRNGKey: a traceback after training;
+        with pytest.raises(SystemExit) as e:    # 2**32 is seed 0 again)
+            bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--seed", seed,
+                        "--workdir", str(tmp_path / "run")])
+        assert e.value.code == 2  # argparse's error
+    for minutes in ("nan", "inf", "0"):  # nan and inf had reached train.py, which failed
+        with pytest.raises(SystemExit, match="must be a finite number > 0"):
+            bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes",
+                        minutes, "--workdir", str(tmp_path / "run")])
+    with pytest.raises(SystemExit, match="no file or directory"):
+        bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.01",
+                    "--sets", str(tmp_path / "none"), "--workdir", str(tmp_path / "run")])
+
+
 # A trainer stand-in, a real subprocess: it logs an iteration and (with {checkpoint}) commits
 # a checkpoint, then waits without a SIGTERM handler, as a run does while it exits.
 _STANDIN = """import json, pathlib, sys, time
@@ -136,6 +161,75 @@ def test_train_for_a_sigterm_as_the_run_ends(tmp_path, monkeypatch, committed):
                                 log=lambda *_: None)
     assert out["stopped_by"] == "time" and out["returncode"] == -15
     assert list(out["checkpoint_seen_s"]) == ["5"]
+
+
+def test_train_for_relative_paths_outside_the_repository(tmp_path, monkeypatch):
+    """A relative --config and --workdir mean the same files to the trainer (which runs in
+    the repository) as to bench learn, run from elsewhere: it had trained in the
+    repository's <workdir>, where bench learn never saw a checkpoint, on the repository's
+    <config> if there was one."""
+    script = tmp_path / "standin.py"
+    script.write_text("""import json, pathlib, sys
+w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
+config = pathlib.Path(sys.argv[sys.argv.index("--config") + 1])
+w.mkdir(parents=True, exist_ok=True)
+(w / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seconds": 0.1}) + "\\n")
+(w / "config_seen.txt").write_text(config.read_text())
+(w / "checkpoints" / "1").mkdir(parents=True)
+""")
+    monkeypatch.setattr(learn_bench, "TRAIN_PY", script)
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setattr(learn_bench, "ROOT", tmp_path / "repo")  # where the trainer runs
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    Path("mine.py").write_text("# my config")
+    out = learn_bench.train_for("mine.py", Path("run"), minutes=5, overrides=[],
+                                log=lambda *_: None)
+    assert out["stopped_by"] == "finished" and list(out["checkpoint_seen_s"]) == ["1"]
+    assert (tmp_path / "here" / "run" / "config_seen.txt").read_text() == "# my config"
+    assert not (tmp_path / "repo" / "run").exists()
+
+
+def test_a_run_that_fails_before_a_checkpoint_is_not_sent_to_evaluate(tmp_path, monkeypatch,
+                                                                      capsys):
+    """train.py failing before its first save: the note says so, instead of pointing to
+    --stage evaluate for its checkpoints (which then exits: none)."""
+    script = tmp_path / "standin.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.setattr(learn_bench, "TRAIN_PY", script)
+    with pytest.raises(SystemExit, match="status 3 and no checkpoint"):
+        bench.main(["learn", "--config", str(CONFIGS / "tictactoe.py"), "--workdir",
+                    str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert "failed (status 3)" in out and "(no checkpoint was saved)" in out
+    assert "evaluates its checkpoints" not in out
+
+
+def test_train_py_presents_the_cores_itself(tmp_path, monkeypatch):
+    """`python -m az_jax.bench learn` asks for a CPU device a core for its evaluation, but
+    train.py gets XLA_FLAGS as they were (it takes at most 8 devices): on 12 cores it had
+    been given 12 devices, which its batches of 256 do not divide (it failed)."""
+    from az_jax import parallel_setup
+
+    script = tmp_path / "standin.py"
+    script.write_text("""import json, os, pathlib, sys
+w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
+(w / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seconds": 0.1}) + "\\n")
+(w / "xla_flags.txt").write_text(os.environ.get("XLA_FLAGS", "(unset)"))
+(w / "checkpoints" / "1").mkdir(parents=True)
+""")
+    monkeypatch.setattr(learn_bench, "TRAIN_PY", script)
+    monkeypatch.setattr(parallel_setup, "usable_cpu_count", lambda: 12)
+    for flags in (None, "--xla_dump_to=/tmp/nowhere"):
+        if flags is None:
+            monkeypatch.delenv("XLA_FLAGS", raising=False)
+        else:
+            monkeypatch.setenv("XLA_FLAGS", flags)
+        workdir = tmp_path / f"run-{flags is None}"
+        bench.main(["learn", "--config", str(CONFIGS / "tictactoe.py"), "--stage", "train",
+                    "--workdir", str(workdir)], host_devices=True)
+        assert "device_count=12" in os.environ["XLA_FLAGS"]  # the evaluation's
+        assert (workdir / "xla_flags.txt").read_text() == (flags or "(unset)")
 
 
 def _tictactoe_run(workdir: Path, steps=(1,)) -> Path:
@@ -189,6 +283,9 @@ def test_evaluate_stage_takes_the_runs_game_and_writes_each_point(tmp_path, monk
     # --max-points 1: the last checkpoint alone, and the evaluation is complete.
     last = bench.main([*cmd, "--max-points", "1"])
     assert [p["iteration"] for p in last["points"]] == [2] and last["complete"]
+    # --games 1 plays 2 (an even count, as --help says), as 65 plays 66; it was refused.
+    one = bench.main([*cmd, "--max-points", "1", "--games", "1"])
+    assert one["evaluation"] == {"ladder": "random", "games": 2}
 
 
 def test_interrupted_training_keeps_its_checkpoint_and_provenance(tmp_path, monkeypatch):

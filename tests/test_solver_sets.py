@@ -216,6 +216,22 @@ def test_make_sets_tiny_recipe():
 
 
 @needs_bitbully
+def test_make_sets_counts_the_games_positions_not_the_excluded():
+    """stats["candidates"] (make-sets prints it as the distinct positions) counts the games'
+    boards: an excluded board that no game reaches (40 stones of a drawn game) adds none
+    (it had added one per excluded board)."""
+    import envs
+
+    recipe = [Source(Player("random"), Player("random"), 4)]
+    players = solver_sets._Players(envs.make("connect4"), "connect4")
+    kw = dict(per_set=1, seed=0, log=lambda _: None, players=players)
+    plain = solver_sets.make_sets(recipe, **kw)[2]["candidates"]
+    assert plain > 0
+    assert solver_sets.make_sets(recipe, exclude=[DRAWN_GAME[:40]], **kw)[2][
+        "candidates"] == plain
+
+
+@needs_bitbully
 def test_make_sets_cli_exclude(tmp_path, monkeypatch):
     # A tiny recipe (the CLI's own is minutes of games): the second run leaves out the first.
     monkeypatch.setattr(solver_sets, "DEFAULT_RECIPE", (
@@ -231,6 +247,28 @@ def test_make_sets_cli_exclude(tmp_path, monkeypatch):
     assert solver_bench.main([*argv, str(tmp_path / "c"), "--exclude",
                               str(tmp_path / "none")]) == 2  # a clear error, nothing written
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("command", ["make-sets", "evaluate"])
+@pytest.mark.parametrize("seed", [str(2**70), "-1", str(2**32)])
+def test_solver_bench_seeds_are_checked_by_argparse(tmp_path, monkeypatch, command, seed):
+    """0 to 2**32 - 1, as every command line's seed (README): 2**70 was a PRNGKey traceback
+    (evaluate) and -1 an error after the games were played (make-sets)."""
+    monkeypatch.setattr(solver_sets, "make_sets", lambda *a, **k: pytest.fail("it played"))
+    argv = (["make-sets", "--out", str(tmp_path / "out")] if command == "make-sets" else
+            ["evaluate", str(tmp_path / "unused.txt"), "--model", "connect4"])
+    with pytest.raises(SystemExit) as e:
+        solver_bench.main([*argv, "--seed", seed])
+    assert e.value.code == 2
+
+
+@pytest.mark.parametrize("scale", ["inf", "nan", "0"])
+def test_make_sets_refuses_a_games_scale_that_is_no_finite_positive_number(tmp_path, capsys,
+                                                                          scale):
+    # (inf had raised an OverflowError, nan said "cannot convert float NaN to integer")
+    assert solver_bench.main(["make-sets", "--out", str(tmp_path / "out"), "--games-scale",
+                              scale, "--quiet"]) == 2
+    assert "--games-scale" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------------ one table for all sets

@@ -122,5 +122,8 @@ def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
     elif host_devices and args.subcommand == "learn":  # its evaluation: one job a core
         from az_jax import parallel_setup
 
+        # Not for train.py, its subprocess: it presents the cores itself (at most 8; 12
+        # devices would not divide its batches, 16 would shard another run than train.py's).
+        args.trainer_env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS")}
         request_host_devices(parallel_setup.usable_cpu_count())
     return SUBCOMMANDS[args.subcommand].run(args)

@@ -75,8 +75,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sims", type=cli.integer(0, cli.MAX_SIMULATIONS), default=64,
                    help="simulations of the searching agent (0: the network alone only)")
     p.add_argument("--sets", default=str(DEFAULT_SETS),
-                   help="connect4: solver set files or a directory of them (default: the "
-                        "stratified sets in tests/data/connect4)")
+                   help="connect4: a solver set file or a directory of them (default: "
+                        "the stratified sets in tests/data/connect4)")
     p.add_argument("--ladder", default=DEFAULT_LADDER,
                    help=f"other games: opponents, comma-separated (default {DEFAULT_LADDER})")
     p.add_argument("--games", type=cli.integer(1), default=64,
@@ -89,7 +89,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "e.g. on other sets or with other --sims, or of any train.py "
                         "workdir (minutes from its metrics.jsonl), with the run's game and "
                         "config (--config is not used)")
-    p.add_argument("--seed", type=int, default=0, help="evaluation seed")
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0,
+                   help="evaluation seed")
     p.add_argument("--json", default=None, help="also write learn.json's content here")
     p.add_argument("--png", default=None, help="also write the plot here")
 
@@ -129,7 +130,7 @@ def _stop(proc: subprocess.Popen, signalled: bool, log) -> None:
 
 
 def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
-              log=print, on_end=None) -> dict:
+              log=print, on_end=None, env_vars: dict[str, str | None] | None = None) -> dict:
     """Runs train.py for `minutes` of wall clock (at least one iteration), then SIGTERM.
 
     An exception here, Ctrl-C or SIGTERM included, stops the trainer the same way (`_stop`)
@@ -139,6 +140,9 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
     Args:
       on_end: called with the record however the run ends (finished, stopped, failed or
         interrupted), before this returns or raises.
+      env_vars: train.py's environment variables that differ from ours: set, or unset
+        where None (`python -m az_jax.bench` gives it XLA_FLAGS as they were before it
+        asked for a CPU device a core).
     Returns:
       {"seconds", "stopped_by" ("time" | "finished"; on_end also sees "failed (status N)"
        and "interrupted (<exception>)"), "returncode", "checkpoint_seen_s": {step: seconds
@@ -146,12 +150,18 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
     Raises:
       RuntimeError: train.py failed (with the tail of its log).
     """
-    cmd = [sys.executable, str(TRAIN_PY), "--config", str(config), "--workdir", str(workdir),
-           *(f"--config.{o}" for o in overrides)]
+    # Absolute paths: the trainer runs in ROOT, and these are relative to our directory.
+    cmd = [sys.executable, str(TRAIN_PY), "--config", os.path.abspath(config), "--workdir",
+           os.path.abspath(workdir), *(f"--config.{o}" for o in overrides)]
     log("$ " + " ".join(cmd))
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for name, value in (env_vars or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     t0 = time.monotonic()
     seen: dict[int, float] = {}
     stopped_by, signalled, interrupted = "finished", False, None
@@ -469,11 +479,12 @@ def plot(result: dict, path: Path) -> Path:
 # =========================================================================== command
 def run(args: argparse.Namespace) -> dict:
     """The bench; prints a table and returns the learn.json content."""
-    if args.minutes <= 0:
-        raise SystemExit(f"error: --minutes={args.minutes} must be > 0")
-    if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 2:
-        raise SystemExit("error: --checkpoint-every and --max-points must be >= 1, --sims "
-                         ">= 0, --games >= 2")
+    if not 0 < args.minutes < math.inf:  # (nan and inf too: train.py would refuse them)
+        raise SystemExit(f"error: --minutes={args.minutes} must be a finite number > 0")
+    # (--games 1 plays 2, as --help says: an even count)
+    if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 1:
+        raise SystemExit("error: --checkpoint-every, --max-points and --games must be >= 1, "
+                         "--sims >= 0")
     user = list(getattr(args, "config_overrides", []))
     log = lambda text: print(text, flush=True)
     if args.stage == "evaluate":  # the run's own config and game, not the command line's
@@ -515,11 +526,13 @@ def run(args: argparse.Namespace) -> dict:
                          bench_overrides=overrides[:len(overrides) - len(user)])
             (workdir / "train.json").write_text(json.dumps(saved, indent=2))
             if trained["stopped_by"].startswith(("failed", "interrupted")):
-                log(f"train.py {trained['stopped_by']}; {workdir / 'train.json'} written: "
-                    f"--stage evaluate --workdir {workdir} evaluates its checkpoints")
+                log(f"train.py {trained['stopped_by']}; {workdir / 'train.json'} written"
+                    + (f": --stage evaluate --workdir {workdir} evaluates its checkpoints"
+                       if trained["checkpoint_seen_s"] else " (no checkpoint was saved)"))
 
         try:
-            trained = train_for(args.config, workdir, args.minutes, overrides, log, save)
+            trained = train_for(args.config, workdir, args.minutes, overrides, log, save,
+                                getattr(args, "trainer_env", None))
         except RuntimeError as e:
             raise SystemExit(f"error: {e}") from None
         load_after_training = saved["load"]
@@ -577,14 +590,17 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _check_sets(sets: str) -> None:
-    from az_jax.eval import solver_bench
+    """Exits unless --sets reads (before training: a bad line would only show after it)."""
+    from az_jax.eval import connect4_positions, solver_bench
 
-    try:
-        solver_bench.expand_paths([sets])
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: --sets: {e}") from None
     if not Path(sets).exists():
         raise SystemExit(f"error: --sets: no file or directory {sets}")
+    try:
+        for path in solver_bench.expand_paths([sets]):
+            if any(p.column_scores is None for p in solver_bench.read_positions(path)):
+                connect4_positions._bitbully(f"{path} has no column scores: labelling it")
+    except (ValueError, OSError, ImportError) as e:
+        raise SystemExit(f"error: --sets: {e}") from None
 
 
 def _memory(trained: dict) -> dict:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from az_jax import cli
 from az_jax.eval import solver_sets
 from az_jax.eval.connect4_positions import (
     _BITBULLY_HINT,
@@ -412,8 +414,8 @@ def _make_sets(args) -> None:
 
     if args.per_set < 1:
         raise ValueError(f"--per-set={args.per_set} must be >= 1")
-    if args.games_scale <= 0:
-        raise ValueError(f"--games-scale={args.games_scale} must be > 0")
+    if not 0 < args.games_scale < math.inf:  # (nan and inf too: they reached round())
+        raise ValueError(f"--games-scale={args.games_scale} must be a finite number > 0")
     recipe = [dc.replace(s, games=max(2, round(s.games * args.games_scale)))
               for s in solver_sets.DEFAULT_RECIPE]
     exclude = [p.moves for path in expand_paths(args.exclude or ())
@@ -523,7 +525,7 @@ def main(argv=None) -> int:
         "given seed (on the same jax version).")
     ms.add_argument("--out", required=True, help="output directory (created)")
     ms.add_argument("--per-set", type=int, default=200, help="positions per set (200)")
-    ms.add_argument("--seed", type=int, default=0)
+    ms.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0)
     ms.add_argument("--games-scale", type=float, default=1.0,
                     help="multiply the recipe's games per source (1.0; e.g. 0.1 to try)")
     ms.add_argument("--model", default="connect4",
@@ -547,7 +549,7 @@ def main(argv=None) -> int:
     ev.add_argument("--sims", type=_sims_list, default=None, metavar="N[,N...]",
                     help="search simulations, comma-separated for several (default: the "
                          "run's eval.num_simulations)")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0)
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:

@@ -315,7 +315,9 @@ def make_sets(recipe: Sequence[Source] = DEFAULT_RECIPE, per_set: int = 200, see
             f"({time.perf_counter() - t0:.0f}s)")
     sets = {name: [] for name in set_names()}
     origin = {name: {} for name in set_names()}
-    stats = {"games": sum(s.games for s in recipe), "candidates": len(seen), "solved": 0,
+    # (not len(seen): that counts the excluded boards too, reached by the games or not)
+    stats = {"games": sum(s.games for s in recipe),
+             "candidates": sum(len(q) for q in per_source), "solved": 0,
              "no_mistake_possible": 0}
     queues = [list(reversed(q)) for q in per_source]
     while any(queues) and any(len(v) < per_set for v in sets.values()):
