@@ -91,11 +91,30 @@ def test_train(tmp_path):
     out = _run(tmp_path, "train", *TINY, "--updates", "1")
     assert out["batch"] == 8 and out["updates"] == 1
     assert out["train_positions_per_s"] == pytest.approx(8 * out["train_updates_per_s"])
+    assert out["train_scan_positions_per_s"] == pytest.approx(
+        8 * out["train_scan_updates_per_s"])  # positions/s of both ways, as described
     assert out["scan_over_calls"] == pytest.approx(out["train_scan_updates_per_s"]
                                                    / out["train_updates_per_s"])
     _positive(out, "train_updates_per_s", "train_positions_per_s", "train_compile_s",
               "train_scan_updates_per_s", "train_scan_compile_s", "scan_over_calls",
               "sample_batches_per_s", "sample_compile_s")
+
+
+def test_train_updates_as_the_trainer_does(tmp_path, monkeypatch):
+    """`train` times learner.update with the config's loss settings, as the trainer calls
+    it: a surprise weight given on the command line reaches every update."""
+    from az_jax import learner
+
+    seen = []
+    update = learner.update
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("surprise_weight", 0.0))
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(learner, "update", spy)
+    bench.main(["train", *TINY, "--updates", "1", "--config.train.surprise_weight=0.5"])
+    assert seen and set(seen) == {0.5}, seen
 
 
 def test_backward(tmp_path):
@@ -104,6 +123,30 @@ def test_backward(tmp_path):
     _positive(out, "mctx_s", "ours_s", "ratio_mctx_over_ours")
     assert out["ratio_mctx_over_ours"] == pytest.approx(out["mctx_s"] / out["ours_s"])
     _positive(out["program_bytes"], "mctx", "ours")
+
+
+def test_backward_plies_are_random_opening_moves(capsys):
+    """`backward --plies` is the random moves before the one search, not plies of a timed
+    self-play call (the help of the self-play subcommands' --plies); 0 searches from the
+    start."""
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["backward", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    plies = text[text.rindex("--plies PLIES"):].split(" --")[0]  # the options list
+    assert "random moves played from the start" in plies and "self-play" not in plies
+    assert bench.build_parser().parse_args(["backward", "--plies", "0"]).plies == 0
+
+
+def test_backward_with_a_model_refuses_what_it_would_ignore():
+    """`backward --model` takes the model's network, game and search: a --config.a.b=v
+    override is an error, not silently dropped; an unknown model is one line naming the
+    shipped ones."""
+    with pytest.raises(SystemExit, match="^error: --model tictactoe searches with its own "
+                                         ".*ignored: search.tactics=none "):
+        bench.main(["backward", "--model", "tictactoe", "--config.search.tactics=none"])
+    with pytest.raises(SystemExit, match="^error: no shipped model 'nope'; available: .*"
+                                         "tictactoe"):
+        bench.main(["backward", "--model", "nope"])
 
 
 def test_pgx_comparison(tmp_path):
@@ -369,6 +412,57 @@ def test_scaling_times_no_compile(monkeypatch):
     assert per_call[-2:] == [0, 0], per_call  # the timed calls: without and with updates
 
 
+def test_selfplay_program_plays_the_config_s_random_plies(monkeypatch):
+    """The timed self-play (`bench selfplay`, and ours in `bench pgx`) plays the config's
+    temperature and random plies as the trainer does, each ply searched in full (no playout
+    cap: the simulations counted are the ones run)."""
+    import envs
+    from az_jax import search, selfplay
+    from az_jax.bench import pgx as pgx_bench
+    from az_jax.bench import selfplay as selfplay_bench
+    from configs import default
+
+    seen = {}
+    real = selfplay.selfplay
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selfplay, "selfplay", spy)
+    c, env = default.get_config(), envs.make("tictactoe")
+    c.search.num_simulations, c.selfplay.temperature_plies, c.selfplay.random_plies = 2, 5, 3
+    c.selfplay.fast_simulations = 1
+    play = selfplay_bench.make_selfplay_program(
+        env, search.Search(env, pgx_bench.null_apply(9), c.search), c, plies=2)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    jax.eval_shape(play, {}, states, jax.random.PRNGKey(1))
+    assert (seen["temperature_plies"], seen["random_plies"]) == (5, 3)
+    assert seen.get("fast_simulations", 0) == 0
+
+
+def test_scaling_searches_every_ply_in_full(monkeypatch):
+    """`selfplay --devices` counts batch x plies x simulations: the trainer's iteration it
+    times searches every ply in full, also where the config has a playout cap."""
+    from az_jax import trainer
+    from az_jax.bench import common
+    from az_jax.bench import selfplay as selfplay_bench
+
+    built = []
+
+    def refuse(config, devices):  # record the config, then skip the row (cheap)
+        built.append(config.selfplay.fast_simulations)
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(trainer, "make_setup", refuse)
+    overrides = [o.removeprefix("--config.") for o in tiny_args(selfplay__fast_simulations=1)]
+    c = common.load_config(argparse.Namespace(config=str(ROOT / "configs" / "connect4.py"),
+                                              config_overrides=overrides))
+    assert c.selfplay.fast_simulations == 1
+    (row,) = selfplay_bench.run_scaling(c, [1], plies=2, repeats=1)
+    assert row["skipped"] == "recorded" and built == [0]
+
+
 def test_all_skips_pgx_for_a_game_pgx_lacks(tmp_path, capsys):
     """`all` on Gomoku: env, selfplay and train run, the pgx part is skipped with a note
     (pgx has no Gomoku), and the JSON holds them all."""
@@ -430,6 +524,30 @@ def test_threats(tmp_path):
     _positive(row, "root_ms", "compile_s")
 
 
+def test_threats_times_the_depths_in_turns(tmp_path, monkeypatch):
+    """`threats` times its depths' roots in turns (one call each per round), as README says
+    of programs compared with each other, so a change of load hits all depths alike."""
+    from az_jax.bench import common
+
+    order = []
+    interleaved = common.time_interleaved
+
+    def spy(calls, repeats, **kwargs):
+        def logged(i, fn):
+            def call(*args):
+                order.append(i)
+                return fn(*args)
+            return call
+        return interleaved([(logged(i, fn), args) for i, (fn, args) in enumerate(calls)],
+                           repeats, **kwargs)
+
+    monkeypatch.setattr(common, "time_interleaved", spy)
+    out = _run(tmp_path, "threats", "--size", "7", "--games", "40", "--depths", "2,3",
+               "--min-fours", "3", "--max-fours", "3", "--repeats", "2")
+    assert order == [0, 1, 0, 1, 0, 1]  # a warm call each, then two rounds in turns
+    assert [r["depth"] for r in out["rows"]] == [2, 3]
+
+
 @pytest.mark.parametrize("argv", [["env", "--batch", "0"], ["env", "--steps", "-1"],
                                   ["train", "--repeats", "0"], ["selfplay", "--sims", "0"],
                                   ["threats", "--games", "x"], ["learn", "--games", "0"],
@@ -444,6 +562,32 @@ def test_counts_below_one_stop_at_the_command_line(argv, capsys):
         bench.build_parser().parse_args(argv)
     assert e.value.code == 2
     assert f"error: argument {argv[1]}: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--depths", "3,x"], ["--depths", ","], ["--depths", "1,3"],
+                                  ["--seed", "-1"]])
+def test_threats_options_stop_at_the_command_line(argv, capsys):
+    """`threats` with depths that are not integers of at least 2, or a negative seed
+    (numpy's generator takes none): argparse's one-line error, not a traceback."""
+    with pytest.raises(SystemExit) as e:
+        bench.build_parser().parse_args(["threats", *argv])
+    assert e.value.code == 2
+    assert f"error: argument {argv[0]}: " in capsys.readouterr().err
+
+
+def test_threats_board_size_out_of_range_is_one_line():
+    with pytest.raises(SystemExit, match="^error: gomoku: size must be in 5..22, got 3$"):
+        bench.main(["threats", "--size", "3"])
+
+
+@pytest.mark.parametrize("argv", [["train"], ["selfplay"], ["backward"],
+                                  ["pgx", "--null-network"]])
+def test_a_config_s_env_refused_by_the_game_is_one_line(argv):
+    """A config whose env parameters the game refuses is one error line, as in train.py,
+    not a ValueError traceback."""
+    with pytest.raises(SystemExit, match="^error: size must be in 5..22, got 3$"):
+        bench.main([*argv, "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
+                    "--config.env.kwargs.size=3"])
 
 
 def test_overrides_for_a_subcommand_without_a_config_are_refused():

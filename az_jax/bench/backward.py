@@ -7,7 +7,7 @@ import argparse
 import jax
 import jax.numpy as jnp
 
-import envs
+from az_jax import cli
 from az_jax.bench import common
 
 HELP = "one batched search with mctx's own backward pass vs ours: times, ratio, same tree"
@@ -21,11 +21,14 @@ whether the two searches built the same tree (they must: same updates, same arit
 and each program's buffers as XLA's memory analysis counts them.
 --noise searches as self-play does (root noise, the self-play tactics); by default as an
 evaluation does (no noise, the evaluation tactics). The network is the config's, randomly
-initialized, or a shipped model (--model NAME, whose game then replaces the config's)."""
+initialized, or a shipped model (--model NAME, whose game and search settings then replace
+the config's; --batch and --sims, else the config's, still size the search)."""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    common.config_args(p)
+    common.config_args(p, plies=False)
+    p.add_argument("--plies", type=cli.integer(0), default=8,
+                   help="random moves played from the start before the search (default 8)")
     p.add_argument("--model", default=None,
                    help="a shipped model's network and game (az_jax/models/NAME)")
     p.add_argument("--noise", action="store_true",
@@ -39,11 +42,19 @@ def run(args: argparse.Namespace) -> dict:
 
     c, batch, sims = common.sized_config(args)
     if args.model:
-        restored = checkpoint.load(model=args.model)
+        if args.config_overrides:  # the model's network, game and search replace them
+            raise SystemExit(f"error: --model {args.model} searches with its own network, "
+                             "game and search settings, so --config.a.b=v overrides would "
+                             f"be ignored: {', '.join(args.config_overrides)} (--batch and "
+                             "--sims size the search)")
+        try:
+            restored = checkpoint.load(model=args.model)
+        except ValueError as err:  # an unknown name: the valid ones are listed
+            raise SystemExit(f"error: {err}") from None
         env, net, variables = restored.env, restored.net, restored.variables
         c.search = restored.config.search
     else:
-        env = envs.make(c.env.id, **c.env.kwargs)
+        env = common.make_env(c.env.id, c.env.kwargs)
         net = network.make_network(c.network, env)
         variables = network.init_variables(net, env, jax.random.PRNGKey(0))
     s = search.make_search(env, net, c.search)

@@ -188,5 +188,16 @@ def sized_config(args: argparse.Namespace):
     return c, c.selfplay.batch_size, c.search.num_simulations
 
 
+def make_env(env_id: str, kwargs):
+    """`envs.make(env_id, **kwargs)`, for a config's env: an id or parameter the env
+    refuses (`--config.env.kwargs.size=3`) exits with one line, as in train.py."""
+    import envs
+
+    try:
+        return envs.make(env_id, **kwargs)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
 def net_name(c) -> str:
     return f"{c.network.num_blocks}x{c.network.channels} {c.network.dtype}"

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> dict:
         print(f"pgx comparison: ours without search.tactics={c.search.tactics!r}, which "
               "the pgx-style loop has no twin of (like for like)")
         c.search.tactics = "none"
-    ours = envs.make(c.env.id, **({} if twin else c.env.kwargs))
+    ours = common.make_env(c.env.id, {} if twin else c.env.kwargs)
     pgx_id = common.PGX_MATCH.get(c.env.id)
     if not twin:
         return _run_null_over_ours(args, c, ours, batch, sims)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-import envs
 from az_jax import trainer
 from az_jax.bench import common
 
@@ -20,16 +19,17 @@ DESCRIPTION = """\
 Times, at the self-play batch and on one device: the bare network forward (a jitted scan of
 as many calls as self-play makes, on a changing input) in positions/s, and vectorized
 self-play with mctx search over the real env (selfplay.selfplay over --plies plies, called
-as the trainer calls it) in simulations/s (= batch * plies * simulations / seconds), network
-evaluations/s (= batch * calls / seconds; calls = plies * simulations + 1 with a
-deterministic env, whose roots reuse the previous search's evaluation, else plies *
-(simulations + 1)) and moves/s. The ratio is self-play network evaluations/s over bare
-forward positions/s: 1.0 means the search and the env cost nothing. Compile times and peak
-memory (device, or host RSS on CPU) are reported. With --devices 1,2,4 it also times the
-trainer's own iteration on meshes of the first k devices, built as the trainer builds it
-(trainer.make_iteration_fn: one jitted program, or on CPU the updates looped from the
-host), without updates (self-play + replay writes: sims/s, moves/s) and with them
-(iteration s, updates/s), and prints a scaling table with speedups over the first k."""
+as the trainer calls it, without its playout cap and archive restarts) in simulations/s (=
+batch * plies * simulations / seconds), network evaluations/s (= batch * calls / seconds;
+calls = plies * simulations + 1 with a deterministic env, whose roots reuse the previous
+search's evaluation, else plies * (simulations + 1)) and moves/s. The ratio is self-play
+network evaluations/s over bare forward positions/s: 1.0 means the search and the env cost
+nothing. Compile times and peak memory (device, or host RSS on CPU) are reported. With
+--devices 1,2,4 it also times the trainer's own iteration on meshes of the first k devices,
+built as the trainer builds it (trainer.make_iteration_fn: one jitted program, or on CPU
+the updates looped from the host; every ply searched in full, as above), without updates
+(self-play + replay writes: sims/s, moves/s) and with them (iteration s, updates/s), and
+prints a scaling table with speedups over the first k."""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -43,12 +43,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def make_selfplay_program(env, search_fn, c, plies: int,
                           reuse_root: bool | None = None) -> Callable:
     """`play(variables, states, key, game_ids) -> (Trajectory, states)`, as the trainer calls
-    selfplay (game_ids a traced input, greedy late moves from Gumbel search). Not jitted."""
+    selfplay (game_ids a traced input, greedy late moves from Gumbel search, the config's
+    temperature and random plies), but every ply with the full search (no playout cap:
+    `selfplay.fast_simulations` is left out, so that the simulations counted are the ones
+    run) and no restarts from an archive. Not jitted."""
     from az_jax import selfplay
 
     def play(variables, states, key, game_ids=None):
         return selfplay.selfplay(search_fn, env, variables, states, key, num_plies=plies,
                                  temperature_plies=c.selfplay.temperature_plies,
+                                 random_plies=c.selfplay.get("random_plies", 0),
                                  game_ids=game_ids, reuse_root=reuse_root)
 
     return play
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> dict:
     from az_jax import network, search, selfplay
 
     c, batch, sims = common.sized_config(args)
-    env = envs.make(c.env.id, **c.env.kwargs)
+    env = common.make_env(c.env.id, c.env.kwargs)
     net = network.make_network(c.network, env)
     variables = network.init_variables(net, env, jax.random.PRNGKey(0))
     search_fn = search.make_search(env, net, c.search)
@@ -123,12 +127,16 @@ def time_on_mesh(config, k: int, plies: int, repeats: int) -> dict:
     and stores (self-play, value targets, replay writes) but does not train, because
     `replay.min_size` is set to the capacity (raised above batch * plies if needed); with
     a full buffer it also runs `train.updates_per_iteration` updates on `train.batch_size`
-    sampled positions. `selfplay.num_plies` is set to `plies`. Both ways are called once
+    sampled positions. `selfplay.num_plies` is set to `plies`, and
+    `selfplay.fast_simulations` to 0 (every ply searched in full). Both ways are called once
     before the timed calls: on CPU the update step is jitted on its first call with a full
     buffer (`trainer.make_host_iteration`), so only then is everything compiled.
     """
     c = config.copy_and_resolve_references()
     c.selfplay.num_plies = plies
+    # Every ply searched in full (no playout cap), so that the simulations/s count the
+    # simulations run, as in the one-device figures.
+    c.selfplay.fast_simulations = 0
     batch = c.selfplay.batch_size
     shards = c.get("parallel", {}).get("shards", 0) or 1
     unit = math.lcm(8, k, shards)  # keeps the capacity divisible by any shard count

@@ -21,7 +21,8 @@ independent of the search). For each --depths value it computes the "threats" ro
 counts, by the VCF's length, the positions where the mask pruned every first move of the
 mover's VCFs (the search then cannot play the win), separately for those where the
 opponent has an open three (where the defence check prunes fours that only delay it), and
-times the mask of one position (a batch of one, as in play), best of --repeats.
+times the mask of one position (a batch of one, as in play), best of --repeats, the depths
+in turns (one call each per round).
 README, Training, "Tactical safety of the search", has the figures."""
 
 
@@ -31,8 +32,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--games", type=cli.integer(1), default=300,
                    help="random games played (default 300)")
     p.add_argument("--plies", type=cli.integer(1), default=60, help="longest game (default 60)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--depths", default="3,4", help="threat depths compared (default 3,4)")
+    p.add_argument("--seed", type=cli.integer(0), default=0)
+    p.add_argument("--depths", type=_depths, default="3,4",
+                   help="threat depths compared, each >= 2 (default 3,4)")
     p.add_argument("--min-fours", type=cli.integer(1), default=4,
                    help="shortest VCF kept (default 4: longer than the old depth 3)")
     p.add_argument("--max-fours", type=cli.integer(1), default=6,
@@ -40,6 +42,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=cli.integer(1), default=5,
                    help="timed calls per depth (default 5)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result here")
+
+
+def _depths(text: str) -> list[int]:
+    try:
+        depths = [int(x) for x in text.split(",")]
+    except ValueError:
+        depths = []
+    if not depths or min(depths) < 2:
+        raise argparse.ArgumentTypeError(f"expected threat depths >= 2 like 3,4, got {text!r}")
+    return depths
 
 
 def _positions(args) -> tuple[list[list[int]], list[np.ndarray], list[int], list[bool]]:
@@ -73,11 +85,13 @@ def run(args: argparse.Namespace) -> dict:
     from az_jax import search
     from az_jax.eval import solver_bench
 
-    depths = [int(d) for d in args.depths.split(",")]
-    if min(depths) < 2 or not 2 <= args.min_fours <= args.max_fours:
-        raise SystemExit(f"error: --depths={args.depths} must be >= 2 each and "
-                         f"2 <= --min-fours <= --max-fours")
-    env = envs.make("gomoku", size=args.size, rule=args.rule)
+    depths = args.depths
+    if not 2 <= args.min_fours <= args.max_fours:
+        raise SystemExit("error: need 2 <= --min-fours <= --max-fours")
+    try:
+        env = envs.make("gomoku", size=args.size, rule=args.rule)
+    except ValueError as err:  # a bad --size: the env says what it accepts
+        raise SystemExit(f"error: gomoku: {err}") from None
     moves, vcfs, lengths, threes = _positions(args)
     if not moves:
         raise SystemExit("error: no position with such a VCF: play more --games")
@@ -85,17 +99,20 @@ def run(args: argparse.Namespace) -> dict:
     one = jax.tree.map(lambda x: x[:1], states)
     lengths_arr, threes_arr = np.asarray(lengths), np.asarray(threes)
     span = range(args.min_fours, args.max_fours + 1)
-    rows = []
+    rows, calls = [], []
     for d in depths:
         mask = jax.jit(jax.vmap(lambda s, d=d: search.tactical_mask(env, s, "threats", depth=d)))
         masks = np.asarray(mask(states))
         pruned = np.array([not (m & v).any() for m, v in zip(masks, vcfs, strict=True)])
-        compile_s, best_s = common.best_time(mask, (one,), args.repeats)
-        rows.append({"depth": d, "root_ms": best_s * 1e3, "compile_s": compile_s,
+        calls.append((mask, (one,)))
+        rows.append({"depth": d,
                      "pruned": {str(n): int(pruned[lengths_arr == n].sum()) for n in span},
                      "pruned_open_three": {
                          str(n): int((pruned & threes_arr)[lengths_arr == n].sum())
                          for n in span}})
+    # The depths' roots timed in turns, so that a change of the machine's load hits all alike.
+    for r, t in zip(rows, common.time_interleaved(calls, args.repeats), strict=True):
+        r.update(root_ms=t["best_s"] * 1e3, compile_s=t["compile_s"])
     result = {"subcommand": "threats", **common.machine(), "env": repr(env),
               "games": args.games, "seed": args.seed,
               "positions": {str(n): int((lengths_arr == n).sum()) for n in span},

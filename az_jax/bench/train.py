@@ -7,7 +7,6 @@ import argparse
 import jax
 import jax.numpy as jnp
 
-import envs
 from az_jax import cli
 from az_jax.bench import common
 
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace) -> dict:
     c = common.load_config(args)
     batch = args.batch or c.train.batch_size
     updates = args.updates or c.train.updates_per_iteration
-    env = envs.make(c.env.id, **c.env.kwargs)
+    env = common.make_env(c.env.id, c.env.kwargs)
     net = network.make_network(c.network, env)
     k_net, k_data, k_sample = jax.random.split(jax.random.PRNGKey(0), 3)
     tx = learner.make_optimizer(c.train, c.train.num_iterations * c.train.updates_per_iteration)
@@ -65,8 +64,9 @@ def run(args: argparse.Namespace) -> dict:
         return jax.vmap(lambda k: buffer.sample(buffer_state, k, batch, augment=c.train.augment)
                         )(jax.random.split(key, updates))
 
-    def step(ts, b):
-        return learner.update(ts, b, net=net, tx=tx, value_weight=c.train.value_weight)
+    def step(ts, b):  # the trainer's update (trainer.make_steps' learn_step)
+        return learner.update(ts, b, net=net, tx=tx, value_weight=c.train.value_weight,
+                              surprise_weight=c.train.get("surprise_weight", 0.0))
 
     update = jax.jit(step)
 
@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> dict:
         "train_positions_per_s": updates * batch / t_loop["best_s"],
         "train_compile_s": t_loop["compile_s"],
         "train_scan_updates_per_s": updates / t_scan["best_s"],
+        "train_scan_positions_per_s": updates * batch / t_scan["best_s"],
         "train_scan_compile_s": t_scan["compile_s"],
         "sample_batches_per_s": updates / s_best,
         "sample_compile_s": s_first - s_best,
@@ -102,7 +103,8 @@ def run(args: argparse.Namespace) -> dict:
     print(f"  jit(learner.update)  {result['train_updates_per_s']:.1f} updates/s, "
           f"{common.si(result['train_positions_per_s'])} positions/s "
           f"({updates} calls; compile {result['train_compile_s']:.1f}s)")
-    print(f"  lax.scan of updates  {result['train_scan_updates_per_s']:.1f} updates/s "
+    print(f"  lax.scan of updates  {result['train_scan_updates_per_s']:.1f} updates/s, "
+          f"{common.si(result['train_scan_positions_per_s'])} positions/s "
           f"(as trainer.make_iteration runs them; compile {result['train_scan_compile_s']:.1f}s)"
           f": {result['scan_over_calls']:.2f}x the separate calls")
     if result["scan_over_calls"] < 0.5:
