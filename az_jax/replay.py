@@ -1,7 +1,7 @@
 """An on-device ring buffer of training samples, as pure `init / add / sample`.
 
     buffer = ReplayBuffer(capacity=100_000, env=env)
-    state = buffer.init(example_sample)                 # BufferState pytree
+    state = buffer.init(example_sample(env))            # BufferState pytree
     state = jax.jit(buffer.add, donate_argnums=0)(state, samples, valid)
     batch = buffer.sample(state, key, batch_size)       # random symmetry per sample
 

@@ -13,14 +13,14 @@ outcome target: every ply trains, as in AlphaZero. The older alternatives:
 `value_targets(traj)` alone leaves them out (`valid` False), and
 `value_targets(..., bootstrap=True)` gives them the search's value at the window's end.
 
-With a deterministic env (`env.deterministic`) the network is not called again at the root
-of each search: the played child was already evaluated inside the previous search (its
-prior logits and raw value are in the mctx tree), and a game that restarts takes the
-evaluation of the initial position, made once per window. Each move then costs
-`num_simulations` network calls instead of `num_simulations + 1`. For this the played move
-must be a visited child: plies played by sampling draw among the visited actions only
-(all of them with visit-count policies; with Gumbel, the considered actions that got
-simulations).
+With a deterministic env (`env.deterministic`) and no restarts from the archive (see
+`selfplay`'s `reuse_root`), the network is not called again at the root of each search: the
+played child was already evaluated inside the previous search (its prior logits and raw
+value are in the mctx tree), and a game that restarts takes the evaluation of the initial
+position, made once per window. Each move then costs `num_simulations` network calls
+instead of `num_simulations + 1`. For this the played move must be a visited child: plies
+played by sampling draw among the visited actions only (all of them with visit-count
+policies; with Gumbel, the considered actions that got simulations).
 """
 
 from __future__ import annotations
