@@ -125,6 +125,83 @@ def test_a_game_longer_than_the_store_drops_its_oldest_plies():
     assert sum(map(len, got.values())) + sum(dropped) + sum(map(len, running.values())) == played
 
 
+def _random_column(rng, n):
+    """n plies of back-to-back random games (lengths 1-13; a mover may move twice; the
+    last ply's mover wins, loses or draws), as (mover, reward, done, next mover)."""
+    plies = []
+    while len(plies) < n:
+        player, game = int(rng.integers(2)), []
+        for _ in range(int(rng.choice([1, 2, 3, 5, 8, 13]))):
+            nxt = player if rng.random() < 0.2 else 1 - player
+            game.append([player, 0.0, False, nxt])
+            player = nxt
+        game[-1][1:3] = [float(rng.choice([1.0, -1.0, 0.0])), True]
+        plies += game
+    return plies[:n]
+
+
+def _reference_targets(plies, g):
+    """A plain backward pass: each ply's discounted outcome for its mover, None while its
+    game has not ended."""
+    out, v, known = [None] * len(plies), 0.0, False
+    for t in range(len(plies) - 1, -1, -1):
+        mover, reward, done, nxt = plies[t]
+        if done:
+            v, known = reward, True
+        elif known:
+            v = reward + (1.0 if nxt == mover else -1.0) * g * v
+        out[t] = v if known else None
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_windows_match_a_plain_reference(seed):
+    """Random games cut into 5 windows of T plies, a store of 5: every ply of a finished
+    game is written once with the reference's target unless its game outgrew the store
+    (then only its oldest plies are dropped, and counted); the store holds each running
+    game's newest plies; played = written + dropped + pending."""
+    rng = np.random.default_rng(seed)
+    windows, store, g = 5, 5, float(rng.choice([1.0, 0.9]))
+    columns = [_random_column(rng, windows * T) for _ in range(B)]
+    pending = selfplay.init_pending(FAKE, B, store)
+    got, dropped = {}, 0
+    for w in range(windows):
+        rows = [[columns[b][w * T + t] for b in range(B)] for t in range(T)]
+        field = lambda i, dtype, rows=rows: jnp.asarray(
+            [[r[b][i] for b in range(B)] for r in rows], dtype)
+        ids = jnp.asarray([[b * 100 + w * T + t for b in range(B)] for t in range(T)],
+                          jnp.float32)
+        z = jnp.zeros((T, B, FAKE.num_actions))
+        window = selfplay.Trajectory(
+            observation=ids[..., None], policy=z, legal_mask=z.astype(bool),
+            player=field(0, jnp.int32), reward=field(1, jnp.float32),
+            done=field(2, bool), next_player=field(3, jnp.int32),
+            root_value=jnp.zeros((T, B)))
+        timeline, targets, valid, pending, drop = settle(pending, window, g)
+        valid = np.asarray(valid)
+        for i, v in zip(np.asarray(timeline.observation[..., 0]).astype(int)[valid],
+                        np.asarray(targets)[valid], strict=True):
+            assert int(i) not in got, f"ply {i} written twice"
+            got[int(i)] = float(v)
+        dropped += int(np.asarray(drop).sum())
+    length = np.asarray(pending.length)
+    assert len(got) + dropped + length.sum() == windows * T * B
+    for b, plies in enumerate(columns):
+        want, start = _reference_targets(plies, g), 0
+        for t, v in enumerate(want):
+            if v is None:
+                assert b * 100 + t not in got, "a running game's ply was written"
+            elif b * 100 + t in got:
+                assert got[b * 100 + t] == pytest.approx(v, rel=1e-5, abs=1e-6)
+            if plies[t][2]:  # a game ends: if it fit in the store, none of it is lost
+                if t - start + 1 <= store:
+                    assert all(b * 100 + u in got for u in range(start, t + 1))
+                start = t + 1
+        newest = [b * 100 + u for u in range(start, len(plies))][-store:]
+        obs = np.asarray(pending.traj.observation[b, :, 0]).astype(int)
+        assert obs[store - length[b]:].tolist() == newest
+
+
 def test_real_selfplay_adds_exactly_the_plies_of_finished_games():
     """Tic-tac-toe self-play with a real network and search, 5-ply windows (games span
     windows and restart inside them): over 4 windows the plies written to the replay are
