@@ -391,8 +391,9 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
     Args:
       optional: keys of `target_state` that checkpoints written before they existed lack;
         such a checkpoint restores without them (they are absent from the returned state).
-        The same holds for one whose saved item does not fit the target (e.g. the pending
-        plies of a run whose `selfplay.max_game_length` changed).
+        An optional item saved in other shapes than the target's (e.g. the pending plies
+        of a run whose `selfplay.max_game_length` changed) is left out alone, with a
+        warning; the optional items that fit still restore.
 
     Keys the checkpoint has and `target_state` lacks (e.g. pending plies, when the run no
     longer keeps them) are read and left out.
@@ -402,8 +403,15 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
       when there are some but none restores (each skipped with a warning).
     """
     older = {k: v for k, v in target_state.items() if k not in optional}
-    layouts = [target_state] + ([older] if len(older) < len(target_state) else [])
     for step in sorted(mngr.all_steps(), reverse=True):
+        # The optional keys the checkpoint lacks or holds in other shapes go first, alone;
+        # then all of them (whatever else does not restore).
+        fits = {k: v for k, v in target_state.items()
+                if k not in optional or _fits(mngr, step, k, v)}
+        layouts = [target_state]
+        for x in (fits, older):
+            if set(x) != set(layouts[-1]):
+                layouts.append(x)
         out, errors = None, []
         for target in layouts:
             try:
@@ -422,6 +430,11 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
                           f"restore ({_why(mngr, step, layouts[-1], errors[0])})",
                           stacklevel=2)
             continue
+        held = sorted(k for k in target_state if k not in out["state"]
+                      and k in _saved_keys(mngr, step))
+        if held:  # restored without optional keys it holds: say so, they start afresh
+            warnings.warn(f"checkpoint {step}: its {', '.join(held)} do not fit this run "
+                          f"(other shapes); they start afresh", stacklevel=2)
         buffer = None
         if replay_target is not None and _has_item(mngr, step, "replay"):
             try:
@@ -465,6 +478,25 @@ def _extras(mngr, step: int, target: dict) -> dict:
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
                         extra)
+
+
+def _fits(mngr, step: int, key: str, target) -> bool:
+    """Whether the checkpoint holds `key` with the shapes of `target` (leaves compared in
+    sorted order: a NamedTuple may come back as a dict)."""
+    try:
+        saved = mngr.item_metadata(step)["state"][key]
+        shapes = lambda tree: sorted(tuple(x.shape) for x in jax.tree.leaves(tree))
+        return shapes(saved) == shapes(target)
+    except Exception:  # noqa: BLE001 - absent, or unreadable metadata
+        return False
+
+
+def _saved_keys(mngr, step: int) -> set:
+    """The keys of a checkpoint's saved state (empty if its metadata does not read)."""
+    try:
+        return set(mngr.item_metadata(step)["state"].keys())
+    except Exception:  # noqa: BLE001 - unreadable metadata
+        return set()
 
 
 def _has_item(mngr, step: int, name: str) -> bool:

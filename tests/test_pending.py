@@ -283,12 +283,23 @@ def test_checkpoints_with_and_without_pending_plies_restore(tmp_path):
         step, state, _, _ = checkpoint.restore_latest(mngr, {"a": jnp.zeros(3)})
         assert step == 1 and list(state) == ["a"]
         longer = {"a": jnp.zeros(3), "pending": selfplay.init_pending(FAKE, B, 5)}
-        step, state, _, _ = checkpoint.restore_latest(mngr, longer, optional=("pending",))
+        with pytest.warns(UserWarning, match="checkpoint 1: its pending do not fit"):
+            step, state, _, _ = checkpoint.restore_latest(mngr, longer, optional=("pending",))
         assert step == 1 and list(state) == ["a"]
         same = {"a": jnp.zeros(3), "pending": pending}
         _, state, _, _ = checkpoint.restore_latest(mngr, same, optional=("pending",))
         assert isinstance(state["pending"], selfplay.Pending)
         np.testing.assert_array_equal(state["a"], np.ones(3))
+    # Only what does not fit starts afresh: another optional item that fits comes back.
+    checkpoint.save(mngr, 2, {"a": jnp.ones(3), "pending": pending, "archive": jnp.ones(4)},
+                    {"iteration": 2})
+    mngr.wait_until_finished()
+    longer["archive"] = jnp.zeros(4)
+    with pytest.warns(UserWarning, match="checkpoint 2: its pending do not fit"):
+        step, state, _, _ = checkpoint.restore_latest(mngr, longer,
+                                                      optional=("pending", "archive"))
+    assert step == 2 and sorted(state) == ["a", "archive"]
+    np.testing.assert_array_equal(state["archive"], np.ones(4))
 
 
 def test_q_target_weight_mixes_the_root_value_in():
