@@ -64,6 +64,20 @@ def test_parse_opponent_rejects(name):
         players.parse_opponent("mcts-rollout:0")
 
 
+def test_opponent_names_with_leading_zeros_are_canonical():
+    """The opponent "mcts-rollout:0800" is the player that the factory and the ladder call
+    "mcts-rollout:800" (its metrics were "mcts-rollout_0800"); digits other than 0-9 are
+    no count."""
+    opp = players.parse_opponent(" mcts-rollout:0800 ")
+    assert (opp.name, opp.metric, opp.simulations) == ("mcts-rollout:800", "mcts-rollout_800",
+                                                       800)
+    assert players.parse_opponent("mcts:064").name == "mcts:64"
+    assert players.PlayerFactory(TTT).build(players.parse_opponent("mcts-rollout:08")).name \
+        == "mcts-rollout:8"
+    with pytest.raises(ValueError, match="unknown opponent"):
+        players.parse_opponent("mcts:\uff16\uff14")  # fullwidth 64
+
+
 def test_parse_opponents_list():
     names = [o.name for o in players.parse_opponents("random, greedy,,mcts-rollout:8")]
     assert names == ["random", "greedy", "mcts-rollout:8"]
@@ -259,6 +273,16 @@ def test_odd_or_tiny_game_counts():
         match.make_match(TTT, _first_legal, _last_legal, 5)
     with pytest.raises(ValueError):
         MatchRunner(TTT, 0)
+
+
+def test_default_ply_cap_is_twice_the_longest_game():
+    """Twice the game's own bound: tic-tac-toe's 9 plies, Bagh-Chal's 200-ply move limit,
+    and pgx's animal shogi, which pgx ends at 256 plies (its 4x3 board gave a cap of 24,
+    and most games of a match ended unfinished, as draws)."""
+    assert players.default_max_plies(TTT) == 18
+    assert players.default_max_plies(envs.make("baghchal")) == 400
+    pytest.importorskip("pgx")
+    assert players.default_max_plies(envs.make("pgx:animal_shogi")) == 512
 
 
 def test_random_legal_never_plays_an_illegal_action_and_is_uniform():

@@ -172,6 +172,36 @@ def test_make_refuses_a_solver_noise_outside_0_to_1(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_repeated_answer_counts_once(tmp_path):
+    """An answer listed twice is one point: after 2 stones on 9x9 the one winning point is
+    1 of the 79 empty ones for a random move (the duplicate made it 2/79)."""
+    line = '{"moves":[40,0],"to_move":"black","category":"win_in_one","answers":[41,41]}'
+    suite = tactics.load(_suite_file(tmp_path, [line]))
+    assert suite.positions[0].answers == (41,)
+    assert tactics.random_rates(suite.positions, 9)["win_in_one"] == pytest.approx(1 / 79)
+
+
+def test_make_refuses_a_max_plies_below_1(tmp_path, capsys):
+    """0 meant the default silently, and a negative count wrote a suite of no positions
+    (which `load` refuses)."""
+    out = tmp_path / "never.jsonl"
+    for n in ("0", "-3"):
+        assert tactics.main(["make", "--size", "7", "--out", str(out), "--sources", "random",
+                             "--games", "1", "--max-plies", n]) == 2
+        assert f"--max-plies={n} must be >= 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_make_names_the_default_model_whose_rule_differs(tmp_path, capsys):
+    """The shipped 9x9 model plays freestyle: a standard-rule suite from its policy names
+    it (the message said "model None")."""
+    out = tmp_path / "never.jsonl"
+    assert tactics.main(["make", "--size", "9", "--rule", "standard", "--out", str(out),
+                         "--sources", "policy"]) == 2
+    assert "model gomoku_9x9 plays" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def gomoku9(tmp_path_factory):
     """An untrained 9x9 Gomoku checkpoint with a tiny network."""

@@ -21,7 +21,7 @@ Opponent names (`parse_opponent`):
   checkpoint:latest, checkpoint:latest-K, checkpoint:<iteration>
                     a saved network of this run (searching with the player's simulations);
                     latest-K is the newest checkpoint at least K iterations older than the
-                    latest one.
+                    network under test (`resolve_checkpoint`; without one, the latest).
   checkpoint:<workdir>[@latest|@<iteration>]
                     a network from another run of the same game.
 
@@ -57,9 +57,13 @@ def random_legal(key, mask):
 
 
 def default_max_plies(env) -> int:
-    """A ply cap for one game: twice the env's move limit, or twice its number of cells."""
-    if getattr(env, "max_steps", None):
-        return 2 * int(env.max_steps)
+    """A ply cap for one game: twice the longest game the env can have (`max_game_length`,
+    by default its move limit `max_steps`), or twice its number of cells when it does not
+    say. (A pgx game's bound is pgx's move limit: 256 plies of animal shogi, whose 4x3
+    board alone would cap it at 24.)"""
+    limit = getattr(env, "max_game_length", None) or getattr(env, "max_steps", None)
+    if limit:
+        return 2 * int(limit)
     h, w = env.observation_shape[:2]
     return 2 * int(h) * int(w)
 
@@ -258,7 +262,7 @@ def parse_opponent(name: str) -> Opponent:
     text = name.strip()
     if text in ("random", "onestep", "greedy"):
         return Opponent(text, text)
-    m = re.fullmatch(r"(mcts|mcts-rollout):(\d+)", text)
+    m = re.fullmatch(r"(mcts|mcts-rollout):([0-9]+)", text)
     if m:
         sims = int(m.group(2))
         if sims < 1:
@@ -266,7 +270,7 @@ def parse_opponent(name: str) -> Opponent:
         if sims > MAX_SIMULATIONS:  # as --sims: a search tree holds a node per simulation
             raise ValueError(f"opponent {name!r}: the number of simulations must be at most "
                              f"{MAX_SIMULATIONS}")
-        return Opponent(text, m.group(1), simulations=sims)
+        return Opponent(f"{m.group(1)}:{sims}", m.group(1), simulations=sims)
     if text.startswith("checkpoint:"):
         ref = text[len("checkpoint:"):]
         if re.fullmatch(r"latest|latest-\d+|\d+", ref):

@@ -138,7 +138,8 @@ def parse_position(text: str, size: int, where: str) -> Position:
     occupied = [a for a in answers if board.flat[a] != gt.EMPTY]
     if occupied:
         raise _fail(where, f"answer {occupied[0]} is an occupied point")
-    return Position(moves, row["category"], tuple(sorted(answers)), str(row.get("source", "")))
+    return Position(moves, row["category"], tuple(sorted(set(answers))),
+                    str(row.get("source", "")))
 
 
 def load(path) -> Suite:
@@ -311,7 +312,8 @@ SOURCES_HELP = """game sources (comma-separated), each plays --games games per b
                 probability EPS a random move next to the stones instead
   policy        the shipped network of this board size, moves sampled from its policy
   mcts:N        that network with N simulations, Gumbel noise on (self-play mode)
-Two random opening plies start every game of the network and solver sources."""
+Two opening plies start every game of the network and solver sources: the centre, then
+a random point at most two rows and columns from it."""
 
 
 def _near_stones(board: np.ndarray, radius: int = 2) -> np.ndarray:
@@ -471,7 +473,8 @@ def make(size: int, out, sources: Sequence[str], games_per_source: int, per_cate
     if any(s.split(":")[0] in ("policy", "mcts") for s in sources):
         from az_jax import checkpoint as ckpt
 
-        restored = ckpt.load(model=model or f"gomoku_{size}x{size}")
+        model = model or f"gomoku_{size}x{size}"
+        restored = ckpt.load(model=model)
         if restored.env.params != env.params:
             raise ValueError(f"model {model} plays {restored.env!r}, not {env!r}")
     games = _Games(env, restored)
@@ -551,6 +554,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--size={args.size} must be in 5..19")
         if args.games < 1 or args.per_category < 1 or args.per_game < 1:
             raise ValueError("--games, --per-category and --per-game must be >= 1")
+        if args.max_plies is not None and args.max_plies < 1:
+            raise ValueError(f"--max-plies={args.max_plies} must be >= 1")
         sources = _parse_sources(args.sources)
         command = "python -m az_jax.eval.tactics " + " ".join(
             sys.argv[1:] if argv is None else list(argv))
