@@ -33,6 +33,10 @@ def define_flags(flag_values: flags.FlagValues, argv: list[str]) -> None:
     flags.declare_key_flag("config", flag_values=flag_values)  # listed by --help
     flags.DEFINE_string("workdir", None, "Where checkpoints, metrics.jsonl and plots go "
                         "(default: runs/<env id>).", flag_values=flag_values)
+    _define_multihost_flags(flag_values)
+
+
+def _define_multihost_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_string("coordinator", None, "Multi-host: coordinator address HOST:PORT.",
                         flag_values=flag_values)
     flags.DEFINE_integer("num_processes", None, "Multi-host: total number of processes.",
@@ -50,8 +54,25 @@ def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) ->
     return config_lib.parse_flags(argv, flag_values, define_flags)
 
 
+def start_distributed(argv: list[str]) -> None:
+    """Starts the distributed runtime (`parallel_setup.initialize_distributed`) from the
+    multi-host flags in `argv`, before the config file is read: configs/<game>.py asks JAX
+    for its backend (`default.on_cpu`), and `jax.distributed.initialize` refuses to start
+    once a backend is up. A malformed multi-host flag is left to `parse_flags` to report."""
+    flag_values = flags.FlagValues()
+    _define_multihost_flags(flag_values)
+    try:
+        flag_values(argv, known_only=True)
+    except flags.Error:
+        return
+    parallel_setup.initialize_distributed(flag_values.coordinator, flag_values.num_processes,
+                                          flag_values.process_id)
+
+
 def _flags_parser(argv: list[str]) -> list[str]:
-    """`parse_flags` for `app.run`: an error is one paragraph on stderr, exit status 2."""
+    """`parse_flags` for `app.run` (the distributed runtime started first): an error is one
+    paragraph on stderr, exit status 2."""
+    start_distributed(argv)
     try:
         return parse_flags(argv)
     except ValueError as e:
@@ -68,9 +89,7 @@ def main(argv):
               file=sys.stderr)
         sys.exit(2)
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
-    FLAGS = flags.FLAGS
-    parallel_setup.initialize_distributed(FLAGS.coordinator, FLAGS.num_processes,
-                                          FLAGS.process_id)
+    FLAGS = flags.FLAGS  # jax.distributed is up already (`start_distributed`)
     parallel_setup.use_compilation_cache()  # $AZ_JAX_CACHE, default ~/.cache/az_jax/jax
     from az_jax import checkpoint, trainer  # after the distributed runtime is up
 

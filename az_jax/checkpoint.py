@@ -524,7 +524,9 @@ def check_env(meta: dict, env, where: str) -> None:
                          "workdir trained on this game or change the env")
     if meta.get("env_version") != env.version:
         raise ValueError(f"the checkpoint in {where} was made with {meta['env_id']} version "
-                         f"{meta.get('env_version')}, this code has {env.version}")
+                         f"{meta.get('env_version')}, this code has {env.version} (the game's "
+                         "rules or observations changed since): use it with the version of "
+                         "az_jax that made it, or train a new run in another workdir")
 
 
 def play_env_for(meta: dict, play_env, where: str):
@@ -812,6 +814,9 @@ def load_weights(path, play_env=None) -> Restored:
     try:
         data = serialization.msgpack_restore(path.read_bytes())
         meta = json.loads(data["meta"])
+        missing = [k for k in (*META_KEYS, "env_id") if k not in meta]
+        if missing or "variables" not in data:
+            raise ValueError(f"it lacks {', '.join(missing or ['the variables'])}")
     except FileNotFoundError:
         raise
     except Exception as e:  # noqa: BLE001 - a damaged file

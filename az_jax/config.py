@@ -370,8 +370,9 @@ def parse_flags(argv: list[str], flag_values: flags.FlagValues,
                          f"{type(config).__name__}, not an ml_collections.ConfigDict")
     # A length given on the command line is meant: it turns off the config's time budget
     # (train.minutes), unless the command gives that too.
-    given = {a.split("=", 1)[0] for a in argv if a.startswith("--config.")}
-    if ("--config.train.num_iterations" in given and "--config.train.minutes" not in given
+    # (absl's single-dash form, -config.a.b=v, sets fields too)
+    given = {m.group(1) for a in argv if (m := _OVERRIDE.match(a))}
+    if ("train.num_iterations" in given and "train.minutes" not in given
             and config.get("train", {}).get("minutes")):
         config.train.minutes = 0.0
     return rest

@@ -772,9 +772,10 @@ def _from_process0(x: T) -> T:
 def init_variables(source: str, setup: Setup) -> dict:
     """The network variables named by `train.init_from`: a training workdir, a checkpoint
     directory (<workdir>/checkpoints/<iteration>) or `model:NAME` (a shipped model). The
-    network must have this run's shapes and the game must be this run's; its rules and board
-    size may differ (e.g. Gomoku 9x9 freestyle -> 15x15, or -> exactly five), where the
-    shapes allow: another board size needs a fully convolutional network.
+    network must have this run's shapes and the game and observation planes must be this
+    run's; its rules and board size may differ (e.g. Gomoku 9x9 freestyle -> 15x15, or ->
+    exactly five), where the shapes allow: another board size needs a fully convolutional
+    network.
 
     Raises:
       ValueError / FileNotFoundError: saying what does not fit, naming train.init_from.
@@ -792,6 +793,15 @@ def init_variables(source: str, setup: Setup) -> dict:
     if restored.env.id != setup.env.id:
         raise ValueError(f"{where}: its network plays {restored.env!r}, this run "
                          f"{setup.env!r}; start from a network of the same game")
+    # Other observation planes (Connect4's threat, parity, ... planes) may still give the
+    # same shapes: the network would then read each plane as another one.
+    theirs, ours = ({**envs.defaults(e.id), **dict(e.params)} for e in (restored.env, setup.env))
+    planes = [k for k in setup.env.observation_params if theirs.get(k) != ours.get(k)]
+    if planes:
+        raise ValueError(f"{where}: its network was trained on other observation planes ("
+                         + ", ".join(f"env.kwargs.{k}={theirs.get(k)}" for k in planes)
+                         + "; this run has " + ", ".join(str(ours.get(k)) for k in planes)
+                         + "); give this run the same env.kwargs")
     want = jax.eval_shape(lambda: network.init_variables(setup.net, setup.env,
                                                          jax.random.PRNGKey(0)))
     shapes = lambda tree: {jax.tree_util.keystr(k): tuple(v.shape)

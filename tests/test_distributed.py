@@ -67,6 +67,21 @@ def test_two_processes_train_and_write_one_checkpoint(tmp_path):
     assert "resumed from" not in outs[1] and "it    " not in outs[1]
 
 
+def test_a_config_sized_by_the_backend_still_starts_multi_host():
+    """configs/connect4.py (train.py's default) asks JAX for its backend while the flags are
+    parsed (`default.on_cpu`), and jax.distributed.initialize refuses to start after that:
+    multi-host runs of every config but tictactoe's stopped with a RuntimeError. One
+    process here; an empty --workdir then stops it just after the runtime started."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--config",
+         str(ROOT / "configs" / "connect4.py"), "--coordinator", f"127.0.0.1:{_free_port()}",
+         "--num_processes", "1", "--process_id", "0", "--workdir="],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.startswith("error: --workdir is empty"), proc.stderr[-3000:]
+
+
 def test_launcher_detection():
     """jax.distributed starts under srun with several tasks, mpirun, TPU pods or when asked;
     a plain process or a one-task SLURM job (e.g. inside salloc) stays single-process."""

@@ -107,3 +107,23 @@ def test_a_run_killed_before_its_first_checkpoint_still_starts_from_init_from(so
                     jax.tree.leaves(checkpoint.restore(tmp_path / "g5k").variables),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_other_observation_planes_of_the_same_shape_are_refused(tmp_path):
+    """Connect4 with the threat planes (3 + 3) and without them but with the parity and
+    lowest-threat planes (3 + 1 + 2): 6 planes both, so the shapes fit, but the network
+    would read each plane as another. Refused, naming the env.kwargs; the same planes load."""
+    src = tiny.make_run(tmp_path / "c4", "connect4", threats=True)
+    c = tiny.tiny_training(default.get_config(), network__channels=8)
+    c.env.id = "connect4"
+    c.env.kwargs.threats, c.env.kwargs.parity, c.env.kwargs.lowest = False, True, True
+    setup = trainer.Setup(c)
+    assert setup.env.observation_shape == checkpoint.restore(src).env.observation_shape
+    with pytest.raises(ValueError, match=r"train.init_from=.*other observation planes "
+                                         r"\(env.kwargs.threats=True, env.kwargs.parity=False"):
+        trainer.init_variables(str(src), setup)
+    c.env.kwargs.threats, c.env.kwargs.parity, c.env.kwargs.lowest = True, False, False
+    got = trainer.init_variables(str(src), trainer.Setup(c))
+    for a, b in zip(jax.tree.leaves(checkpoint.restore(src).variables), jax.tree.leaves(got),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

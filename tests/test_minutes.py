@@ -7,6 +7,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from absl import flags
 
 from az_jax import checkpoint as ckpt
 from az_jax import config as config_lib
@@ -126,6 +127,11 @@ def test_a_length_on_the_command_line_turns_the_budget_off():
     both = config_lib.load(c4, ["train.num_iterations=50", "train.minutes=5"])
     assert (both.train.num_iterations, both.train.minutes) == (50, 5.0)
     assert config_lib.load(c4, ["train.minutes=5"]).train.num_iterations == 1100
+    # absl's single-dash form sets the length too (it kept the 15 minutes)
+    fv = flags.FlagValues()
+    config_lib.parse_flags(["train.py", f"--config={c4}", "-config.train.num_iterations=50"],
+                           fv)
+    assert (fv.config.train.num_iterations, fv.config.train.minutes) == (50, 0.0)
 
 
 def test_time_is_up_when_the_next_iteration_would_end_past_the_budget():

@@ -209,6 +209,19 @@ def test_export_never_overwrites_a_run_or_other_files(tmp_path, capsys):
     assert sorted(p.name for p in model.parent.iterdir()) == ["m"]  # no staging left
 
 
+def test_weights_without_their_metadata_are_unreadable_not_a_key_error(tmp_path):
+    """load_weights' documented ValueError (export again), not a KeyError traceback."""
+    import numpy as np
+
+    from az_jax import checkpoint
+
+    path = tmp_path / checkpoint.WEIGHTS
+    checkpoint.save_weights(path, {"params": {"w": np.zeros(2, np.float32)}}, {"iteration": 1})
+    with pytest.raises(ValueError, match="cannot read the weights in .*: it lacks config, "
+                                         "env_id; export the model again"):
+        checkpoint.load_weights(path)
+
+
 def test_a_workdir_inside_a_runs_checkpoints_is_refused(tmp_path):
     """`train.py` never nests a run in another run's checkpoint folder, and the front ends
     say which flag a checkpoint folder or a file given as --workdir needs."""
@@ -390,6 +403,9 @@ def test_a_checkpoint_of_another_env_version_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"version v\w*-old, this code has"):
         checkpoint.restore(run, env=envs.make("tictactoe"))
     with pytest.raises(ValueError, match=r"version v\w*-old, this code has"):
+        checkpoint.restore(run)
+    # What to do about it, too.
+    with pytest.raises(ValueError, match="the version of az_jax that made it, or train a new"):
         checkpoint.restore(run)
 
 
