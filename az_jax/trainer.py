@@ -542,6 +542,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         buffer_state = None
     restored = ckpt.restore_latest(mngr, target, replay_target,
                                    optional=("best_batch_stats", "pending", "archive"))
+    why = "no checkpoint of it restores"
+    if restored is not None:
+        try:  # (a game whose arrays kept their shapes, but not their meaning)
+            ckpt.check_env(restored[3], env, workdir)
+        except ValueError as e:
+            if not restart:
+                raise runs.RunMismatch(
+                    f"{e}. Nothing was written. To start a new run, pass another --workdir, "
+                    f"or add --config.checkpoint.restart=True to move this one aside to "
+                    f"{runs.aside_path(workdir)} (nothing is deleted).",
+                    reason="another version of the game") from None
+            restored, why = None, "its checkpoints are of another version of the game"
     if restored is None and mngr.all_steps():  # checkpoints, none of which restores
         if not restart:
             raise runs.RunMismatch(
@@ -552,7 +564,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 f"deleted). Else another config or version of az_jax wrote it. "
                 f"{runs.choices(workdir)}")
         mngr.close()
-        _move_aside(workdir, "no checkpoint of it restores", is_writer)
+        _move_aside(workdir, why, is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep, every=_preserved(config))
         if source:  # the new run starts from train.init_from, as any new run
             init = init_variables(source, setup)
@@ -562,7 +574,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         step, state, buf, meta = restored
         fitted = meta.get("fitted_iterations")
         older = "minutes" not in (meta.get("config") or {}).get("train", {"minutes": 0})
-        ckpt.check_env(meta, env, workdir)
         # A checkpoint without pending plies (older, or saved without them) starts empty.
         train_state = state["train_state"]
         games = Games(state["games"], state.get("pending", games.pending),

@@ -153,6 +153,21 @@ def test_a_changed_command_never_overwrites_the_run(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from" in again.stdout and "moved" not in again.stdout
     assert not (tmp_path / "run.old-2").exists()
+    # Checkpoints of another version of the game (its arrays the same shapes): refused,
+    # and restart=True moves that run aside too.
+    path = run / "checkpoints" / "2" / "meta" / "metadata"
+    meta = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(meta, env_version=meta["env_version"] + "-old")))
+    other = _snapshot(run)
+    _refused(_train(run, *TTT, "--config.train.num_iterations=2", cache=cache),
+             "-old, this code has")
+    assert _snapshot(run) == other
+    moved = _train(run, *TTT, "--config.train.num_iterations=1",
+                   "--config.checkpoint.restart=True", cache=cache)
+    assert moved.returncode == 0, moved.stderr[-3000:]
+    assert (f"moved the run in {run} aside to {run}.old-2 (its checkpoints are of another "
+            "version of the game)") in moved.stdout
+    assert _snapshot(tmp_path / "run.old-2") == other
     (run / "config.json").unlink()  # lost: a resume writes it again (the errors name it)
     assert _train(run, *TTT, "--config.train.num_iterations=2", cache=cache).returncode == 0
     assert json.loads((run / "config.json").read_text())["env"]["id"] == "tictactoe"
