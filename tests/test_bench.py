@@ -46,19 +46,9 @@ def _run(tmp_path, *argv: str) -> dict:
     return written
 
 
-def test_env(tmp_path):
-    out = _run(tmp_path, "env", "--env", "connect4", "--batch", "8", "--steps", "4",
-               "--repeats", "1", "--no-pgx")
-    (row,) = out["results"]
-    _positive(row, "steps_per_s", "compile_s", "run_s")
-    assert row["steps_per_s"] == pytest.approx(8 * 4 / row["run_s"])  # batch x plies / s
-    assert row["run_s"] == min(row["times_s"])
-
-
-def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
-    """`env` runs ours and pgx's twin in turns (one call each per round), so the ratio
-    is of timings under the same load."""
-    pytest.importorskip("pgx")
+def _log_interleaved_calls(monkeypatch) -> list[int]:
+    """Wraps `common.time_interleaved` so that each call of a timed program appends the
+    program's index to the returned list (the order the programs ran in)."""
     from az_jax.bench import common
 
     order = []
@@ -74,6 +64,24 @@ def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
                            repeats, **kwargs)
 
     monkeypatch.setattr(common, "time_interleaved", spy)
+    return order
+
+
+def test_env(tmp_path):
+    out = _run(tmp_path, "env", "--env", "connect4", "--batch", "8", "--steps", "4",
+               "--repeats", "1", "--no-pgx")
+    (row,) = out["results"]
+    _positive(row, "steps_per_s", "compile_s", "run_s")
+    assert row["steps_per_s"] == pytest.approx(8 * 4 / row["run_s"])  # batch x plies / s
+    assert row["run_s"] == min(row["times_s"])
+
+
+def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
+    """`env` runs ours and pgx's twin in turns (one call each per round), so the ratio
+    is of timings under the same load."""
+    pytest.importorskip("pgx")
+
+    order = _log_interleaved_calls(monkeypatch)
     out = _run(tmp_path, "env", "--env", "tictactoe", "--batch", "8", "--steps", "4",
                "--repeats", "2")
     assert order == [0, 1, 0, 1, 0, 1]  # a warm call each, then two rounds in turns
@@ -527,21 +535,8 @@ def test_threats(tmp_path):
 def test_threats_times_the_depths_in_turns(tmp_path, monkeypatch):
     """`threats` times its depths' roots in turns (one call each per round), as README says
     of programs compared with each other, so a change of load hits all depths alike."""
-    from az_jax.bench import common
 
-    order = []
-    interleaved = common.time_interleaved
-
-    def spy(calls, repeats, **kwargs):
-        def logged(i, fn):
-            def call(*args):
-                order.append(i)
-                return fn(*args)
-            return call
-        return interleaved([(logged(i, fn), args) for i, (fn, args) in enumerate(calls)],
-                           repeats, **kwargs)
-
-    monkeypatch.setattr(common, "time_interleaved", spy)
+    order = _log_interleaved_calls(monkeypatch)
     out = _run(tmp_path, "threats", "--size", "7", "--games", "40", "--depths", "2,3",
                "--min-fours", "3", "--max-fours", "3", "--repeats", "2")
     assert order == [0, 1, 0, 1, 0, 1]  # a warm call each, then two rounds in turns

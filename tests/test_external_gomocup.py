@@ -204,10 +204,16 @@ def test_gomocup_names_options_and_config_errors():
     assert external.gomocup_rule(env) == 0 and external.gomocup_rule(standard) == 1
 
 
-def test_a_brain_that_refuses_the_board_is_a_config_error(monkeypatch):
+def _keep_brains(monkeypatch) -> list:
+    """The GomocupBrain objects made from now on, in a list (to check they were reaped)."""
     made = []
     monkeypatch.setattr(external, "GomocupBrain", lambda *a, **kw: made.append(
         external_brain(*a, **kw)) or made[-1])
+    return made
+
+
+def test_a_brain_that_refuses_the_board_is_a_config_error(monkeypatch):
+    made = _keep_brains(monkeypatch)
     with pytest.raises(ValueError, match="cannot play 9x9 gomoku: error: answered 'ERROR "
                                          "unsupported size 9'"):
         _brain("refuse")
@@ -237,9 +243,7 @@ def test_a_brain_that_closed_its_input_is_said_so(monkeypatch):
     """Writing to a brain that closed its input: a crash, said as that (it read 'the brain
     cannot write to it', as if the brain could not write, and 'exit status -9', the status
     of the kill that followed, as if something else had killed it)."""
-    made = []
-    monkeypatch.setattr(external, "GomocupBrain", lambda *a, **kw: made.append(
-        external_brain(*a, **kw)) or made[-1])
+    made = _keep_brains(monkeypatch)
     with pytest.raises(ValueError, match="cannot play 9x9 gomoku: crash: the brain closed "
                                          "its input \\(BrokenPipeError writing to it\\)$"):
         _brain("closein")
