@@ -887,7 +887,7 @@ class Brain:
             raise ValueError("the position on BOARD is already decided")
 
     def _cmd_info(self, arg: str):
-        key, value = _info_key(arg), (arg.split(None, 1) + [""])[1]
+        key, value = _info_key(arg), (arg.split(None, 1) + ["", ""])[1]
         if not key:
             raise ValueError("INFO needs a key and a value, e.g. INFO timeout_turn 5000")
         if key in ("timeout_turn", "timeout_match", "time_left", "rule", "max_memory",

@@ -254,7 +254,10 @@ def test_protocol_edges_of_start_begin_and_board():
         for line in ["BOARD", "4,4,2", "0,0,1", "2,2,2"]:
             assert ask(line) is None, line
         for line in ["3,3,0", "5,5,4", "6,6,-1"]:  # 1 own, 2 opponent, 3 (continuous games)
-            assert ask(line).startswith(f"ERROR field {line.split(',')[2]} in '{line}'")
+            assert ask(line) is None, line  # kept for DONE, BOARD's one answer
+        assert ask("DONE").startswith("ERROR field 0 in '3,3,0'") and len(brain.board.moves) == 1
+        for line in ["BOARD", "4,4,2", "0,0,1", "2,2,2"]:
+            assert ask(line) is None, line
         assert ask("3,3,3") is None  # a continuous game's winning stone: ignored here
         x, y = (int(v) for v in ask("DONE").split(","))
         assert (x, y) not in ((4, 4), (0, 0), (2, 2))
