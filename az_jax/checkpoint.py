@@ -194,7 +194,7 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False,
                 f"no checkpoints in {directory}: train first (python train.py --workdir "
                 f"{workdir}) or pass the workdir of a trained run")
         opts = ocp.CheckpointManagerOptions(read_only=True, create=False)
-        return ocp.CheckpointManager(directory, options=opts, item_handlers=_handlers())
+        return ocp.CheckpointManager(directory, options=opts, item_handlers=_handlers(True))
     try:
         directory.mkdir(parents=True, exist_ok=True)
         # One probe per process: on a shared filesystem every host runs this at once.
@@ -211,8 +211,11 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False,
                                  item_handlers=_handlers())
 
 
-def _handlers() -> dict:
-    return {"state": ocp.StandardCheckpointHandler(), "replay": ocp.StandardCheckpointHandler(),
+def _handlers(read_only: bool = False) -> dict:
+    # A reader's state handler is the PyTree one that the standard one wraps (the same files
+    # on disk): it can read a part of the state alone (`restore`, the network of a run).
+    state = ocp.PyTreeCheckpointHandler() if read_only else ocp.StandardCheckpointHandler()
+    return {"state": state, "replay": ocp.StandardCheckpointHandler(),
             "meta": ocp.JsonCheckpointHandler()}
 
 
@@ -612,16 +615,8 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
         abstract = jax.eval_shape(lambda: network_lib.init_variables(
             net, ckpt_env, jax.random.PRNGKey(0)))
         try:
-            device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
             with _quiet_failure():
-                target = jax.tree.map(
-                    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                    mngr.item_metadata(s)["state"])
-                raw = mngr.restore(s, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(target)))["state"]
-            variables = {"params": raw["train_state"]["params"]}
-            if raw["train_state"].get("batch_stats"):
-                variables["batch_stats"] = raw["train_state"]["batch_stats"]
+                variables = _read_network(mngr, s)
         except Exception as e:  # noqa: BLE001 - any damage: fall back to the previous one
             last_error = e
             warnings.warn(f"skipping checkpoint {s}: it does not restore ({_first_line(e)})",
@@ -633,6 +628,22 @@ def restore(workdir: str | os.PathLike, step: int | None = None, env=None,
                         str(Path(mngr.directory) / str(s)))
     raise FileNotFoundError(f"no checkpoint in {mngr.directory} restores: "
                             f"{_first_line(last_error) if last_error else 'none is complete'}")
+
+
+def _read_network(mngr, step: int) -> dict:
+    """The network's variables (params, batch stats) of a checkpoint, read alone: not the
+    optimizer, the games, their pending plies or the best network, which can be many times
+    larger (`mngr` is a reader: `manager(read_only=True)`)."""
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    saved = mngr.item_metadata(step)["state"]["train_state"]
+    names = [k for k in ("params", "batch_stats") if k in saved.keys()]
+    target = {"train_state": {k: jax.tree.map(
+        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), saved[k])
+        for k in names}}
+    raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
+        target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True)))["state"]["train_state"]
+    return {k: raw[k] for k in names if k == "params" or raw[k]}
 
 
 def _check_shapes(expected, got, where: str) -> None:

@@ -340,6 +340,31 @@ def test_gauntlet_plays_opponent_i_with_its_own_key(tmp_path):
         g.resolve(factory, latest)
 
 
+def test_other_runs_of_one_folder_name_are_distinct_players(tmp_path, monkeypatch):
+    """Another run's network is named by its folder relative to the folder holding this
+    run (`players.run_label`): a sibling keeps its folder's name, and runs of the same
+    folder name elsewhere (another parent, another depth) are other players, not one Elo
+    entry; a relative `checkpoint:` path names the same run as its absolute path."""
+    import shutil
+
+    from tests.tiny import make_run
+
+    home = tmp_path / "runs_a" / "main"  # the ladder's run
+    home.mkdir(parents=True)
+    make_run(tmp_path / "runs_a" / "c4", "tictactoe")
+    for other in ("runs_b/c4", "runs_a/old/c4"):  # the same checkpoint, copied
+        shutil.copytree(tmp_path / "runs_a" / "c4", tmp_path / other)
+    factory = players.PlayerFactory(TTT, net=object(), search=object(), workdir=str(home))
+
+    def name(where):
+        return factory.checkpoint(players.parse_opponent(f"checkpoint:{where}@1"), 2).name
+
+    assert [name(tmp_path / d) for d in ("runs_a/c4", "runs_b/c4", "runs_a/old/c4")] == [
+        "c4/iter-1/mcts:2", "../runs_b/c4/iter-1/mcts:2", "old/c4/iter-1/mcts:2"]
+    monkeypatch.chdir(tmp_path)
+    assert name("runs_b/c4") == "../runs_b/c4/iter-1/mcts:2"
+
+
 def test_network_players_search_in_evaluation_mode():
     """mcts:N searches in evaluation mode: no root noise and no sampled move, so the moves
     of an untrained network do not depend on the key (self-play's noise makes them)."""

@@ -271,3 +271,52 @@ def test_a_damaged_checkpoint_is_two_lines_in_a_front_end(tmp_path):
         assert lines[0].startswith("warning: skipping checkpoint 1")
         assert lines[1].startswith(f"error: no checkpoint in {run / 'checkpoints'} restores")
         assert all(len(line) < 400 for line in lines), lines
+
+
+def test_a_front_end_reads_the_network_alone(tmp_path):
+    """`checkpoint.restore` (play, evaluation, export, a checkpoint opponent) reads the
+    network's params and batch statistics, not the rest of the state: a checkpoint whose
+    games in progress take 256 MB (as pending plies can on a big GPU run) restores in a
+    real process whose peak memory grows by less than half of that, with the same weights
+    as the file holds."""
+    import jax.numpy as jnp
+    import ml_collections
+
+    import envs
+    from az_jax import learner, network
+    from configs import default
+
+    config = default.get_config()
+    config.env.id, config.env.kwargs = "tictactoe", ml_collections.ConfigDict()
+    config.network.channels, config.network.num_blocks = 8, 1
+    env = envs.make("tictactoe")
+    variables = network.init_variables(network.make_network(config.network, env), env,
+                                       jax.random.PRNGKey(3))
+    state = learner.init_train_state(variables, learner.make_optimizer(config.train, 1))
+    meta = {"config": checkpoint.config_json(config), **checkpoint.env_meta(env),
+            "iteration": 1}
+    big = jnp.arange(64 * 1024 * 1024, dtype=jnp.float32).reshape(64, 1024, 1024)  # 256 MB
+    checkpoint.save(checkpoint.manager(tmp_path), 1, {"train_state": state, "games": big}, meta)
+    del big
+    probe = (  # VmHWM: the peak resident memory of this process (ru_maxrss keeps pytest's)
+        "import re, sys, jax, jax.numpy as jnp, numpy as np, orbax.checkpoint\n"
+        "from az_jax import checkpoint\n"
+        "peak = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1])\n"
+        "jnp.zeros(1).block_until_ready()\n"
+        "before = peak()\n"
+        "r = checkpoint.restore(sys.argv[1])\n"
+        "jax.block_until_ready(r.variables)\n"
+        "np.savez(sys.argv[2], *map(np.asarray, jax.tree.leaves(r.variables)))\n"
+        "print((peak() - before) // 1024)\n")
+    out = tmp_path / "variables.npz"
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    grew_mb = int(proc.stdout.split()[-1])
+    assert grew_mb < 128, f"restoring the network grew the process by {grew_mb} MB"
+    saved = jax.tree.leaves({"params": state.params, "batch_stats": state.batch_stats})
+    read = np.load(out)
+    assert len(read.files) == len(saved) > 2
+    for i, x in enumerate(saved):
+        np.testing.assert_array_equal(read[f"arr_{i}"], np.asarray(x))

@@ -25,7 +25,9 @@ so that training and `python -m az_jax.evaluate` can share a workdir):
 
 W/D/L are from `a`'s point of view. Player names: `random`, `onestep`, `mcts-rollout:N`
 for the fixed baselines; `iter-<k>/<how>` for the network of iteration k played as
-`<how>` (`mcts:N` = with N simulations, `greedy` = network alone).
+`<how>` (`mcts:N` = with N simulations, `greedy` = network alone); `<run>/iter-<k>/mcts:N`
+for another run's, `<run>` its folder relative to the one holding this run
+(`players.run_label`: `c4_small`, `../old/c4`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ Opponent names (`parse_opponent`):
                     latest-K is the newest checkpoint at least K iterations older than the
                     network under test (`resolve_checkpoint`; without one, the latest).
   checkpoint:<workdir>[@latest|@<iteration>]
-                    a network from another run of the same game.
+                    a network from another run of the same game, on the Elo ladder as
+                    `<run>/iter-<k>/mcts:N` (`run_label`: `c4_small` for a sibling run).
 
 External engines (`external.py`) have names of their own; `external.parse_opponents`
 reads both kinds.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -345,6 +347,19 @@ def resolve_checkpoint(workdir, ref: str, iteration: int | None = None) -> int:
     return step
 
 
+def run_label(workdir, home) -> str:
+    """Another run's name on the Elo ladder: its folder relative to the folder that holds
+    this run (`home`, the ladder's workdir; the current directory without one).
+
+    A sibling run is its folder's name (`runs/c4` for `runs/big`: "c4"), a run elsewhere a
+    path ("../old/c4", "old/c4"): distinct folders never share a name (their matches would
+    merge into one rating), and the name does not depend on the other opponents, so it is
+    the same at every evaluation that adds to this run's ladder.
+    """
+    start = Path(home).resolve().parent if home is not None else Path.cwd()
+    return Path(os.path.relpath(Path(workdir).resolve(), start)).as_posix()
+
+
 @dataclasses.dataclass(frozen=True)
 class Player:
     """A player: `act(params, states, key) -> actions`; `kind` keys the compile cache."""
@@ -360,7 +375,8 @@ class PlayerFactory:
 
     def __init__(self, env, net=None, search=None, workdir=None, variant: str = ""):
         """Args: env; net, search: the network under test and its `make_search` (needed for
-        greedy / mcts / checkpoint opponents); workdir: where `checkpoint:` names resolve;
+        greedy / mcts / checkpoint opponents); workdir: where `checkpoint:` names resolve
+        (the ladder's run: other runs are named relative to it, `run_label`);
         variant: appended to the names of the players that search with `search` (e.g.
         "[tactics=none]" where it differs from the run's), so that the Elo ladder keeps
         them apart from the run's own."""
@@ -428,7 +444,7 @@ class PlayerFactory:
         restored = self._restored[key]
         if opp.workdir is None:  # this run: same network, same compiled search
             return self.network(restored.variables, f"iter-{step}", sims)
-        label = f"{Path(workdir).resolve().name}/iter-{step}"
+        label = f"{run_label(workdir, self.workdir)}/iter-{step}"
         kind = f"{Path(workdir).resolve()}:mcts:{sims}"
         own = restored.env  # this game, as that network sees it (`ckpt.play_env_for`)
         plain = lambda: search_act(search_lib.make_search(own, restored.net,
