@@ -1,8 +1,13 @@
 """`python -m az_jax.bench learn`: end to end on a tiny Connect4 run, and its parts."""
 
+import contextlib
 import json
 import math
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import jax
@@ -161,6 +166,74 @@ def test_train_for_a_sigterm_as_the_run_ends(tmp_path, monkeypatch, committed):
                                 log=lambda *_: None)
     assert out["stopped_by"] == "time" and out["returncode"] == -15
     assert list(out["checkpoint_seen_s"]) == ["5"]
+
+
+# A bench learn process (train_for) whose trainer is a stand-in that writes its pid and
+# sleeps; argv: the stand-in, the workdir.
+_BENCH = """import pathlib, sys
+from az_jax.bench import learn
+learn.TRAIN_PY = pathlib.Path(sys.argv[1])
+learn.train_for("unused.py", pathlib.Path(sys.argv[2]), minutes=5, overrides=[],
+                log=lambda *_: None)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the trainer dies with bench learn through Linux's PR_SET_PDEATHSIG")
+def test_the_trainer_dies_with_a_killed_bench_learn(tmp_path):
+    """The trainer runs in its own session (a Ctrl-C reaches bench learn alone), so nothing
+    stopped it when bench learn was killed outright (SIGKILL, the OOM killer): it trained
+    on alone until its train.minutes were up. Now the kernel sends it SIGTERM, on which
+    train.py saves and stops. Real processes: bench learn's own train_for, a stand-in
+    trainer."""
+    script = tmp_path / "standin.py"
+    script.write_text("""import os, pathlib, signal, sys, time
+w = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1])
+def saved(signum, frame):  # as train.py: save, then stop
+    (w / "stopped_by").write_text(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, saved)
+(w / "pid.tmp").write_text(str(os.getpid()))
+os.replace(w / "pid.tmp", w / "pid")
+time.sleep(60)
+""")
+    workdir = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(learn_bench.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    bench_proc = subprocess.Popen([sys.executable, "-c", _BENCH, str(script), str(workdir)],
+                                  env=env)
+    trainer = None
+    try:
+        deadline = time.monotonic() + 120  # imports on a loaded machine
+        while not (workdir / "pid").exists():
+            assert bench_proc.poll() is None, f"bench learn exited ({bench_proc.returncode})"
+            assert time.monotonic() < deadline, "the stand-in trainer never started"
+            time.sleep(0.05)
+        trainer = int((workdir / "pid").read_text())
+        assert _alive(trainer)
+        bench_proc.kill()
+        bench_proc.wait()
+        deadline = time.monotonic() + 10
+        while _alive(trainer) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(trainer), "the trainer outlived a SIGKILLed bench learn"
+        assert (workdir / "stopped_by").read_text() == "SIGTERM"  # it saves on that one
+    finally:
+        bench_proc.kill()
+        bench_proc.wait()
+        if trainer is not None and _alive(trainer):  # an orphan (the bug): ours to end
+            with contextlib.suppress(OSError):
+                if str(script) in Path(f"/proc/{trainer}/cmdline").read_text():
+                    os.kill(trainer, signal.SIGKILL)
 
 
 def test_train_for_relative_paths_outside_the_repository(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 and bitbully, the shipped sets' invariants, and the generator on a tiny recipe."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -234,19 +235,62 @@ def test_make_sets_counts_the_games_positions_not_the_excluded():
 @needs_bitbully
 def test_make_sets_cli_exclude(tmp_path, monkeypatch):
     # A tiny recipe (the CLI's own is minutes of games): the second run leaves out the first.
+    # The bitbully games reach the end phase: its sets are never empty (7 end-medium
+    # positions in all, 2 for each run), which make-sets refuses.
+    bitbully = Player("bitbully", epsilon=0.15)
     monkeypatch.setattr(solver_sets, "DEFAULT_RECIPE", (
-        Source(Player("random"), Player("random"), 30), Source(Player("onestep"),
-                                                                Player("random"), 30)))
+        Source(Player("random"), Player("random"), 30),
+        Source(Player("onestep"), Player("random"), 30), Source(bitbully, bitbully, 20)))
     first, second = tmp_path / "a", tmp_path / "b"
-    argv = ["make-sets", "--per-set", "4", "--seed", "3", "--quiet", "--out"]
+    argv = ["make-sets", "--per-set", "2", "--seed", "3", "--quiet", "--out"]
     assert solver_bench.main([*argv, str(first)]) == 0
     assert solver_bench.main([*argv, str(second), "--exclude", str(first)]) == 0
-    a, b = _read(first, allow_empty=True), _read(second, allow_empty=True)
+    a, b = _read(first), _read(second)
     assert _keys(a) and _keys(b) and not _keys(a) & _keys(b)
     assert f"--exclude {first}" in (second / "beginning_easy.txt").read_text()
     assert solver_bench.main([*argv, str(tmp_path / "c"), "--exclude",
                               str(tmp_path / "none")]) == 2  # a clear error, nothing written
     assert not (tmp_path / "c").exists()
+
+
+@needs_bitbully
+def test_make_sets_writes_no_set_without_positions(tmp_path, monkeypatch, capsys):
+    """Two random games (seed 0, 20 plies on average) reach no middle-hard and no end-phase
+    position: make-sets had written those sets as files without positions, which its own
+    loader (`load_sets`, so `evaluate` and bench learn) refuses. It now names them and what
+    to do, on one line, and writes nothing: a folder it made is gone again, an existing
+    one keeps its old files."""
+    monkeypatch.setattr(solver_sets, "DEFAULT_RECIPE",
+                        (Source(Player("random"), Player("random"), 2),))
+    argv = ["make-sets", "--per-set", "1", "--seed", "0", "--quiet", "--out"]
+    assert solver_bench.main([*argv, str(tmp_path / "new" / "sets")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert "middle_hard, end_easy, end_medium, end_hard" in err and "--games-scale" in err
+    assert not (tmp_path / "new").exists()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "end_hard.txt").write_text("44 1 -2,-1,0,1,0,-1,-2\n")
+    assert solver_bench.main([*argv, str(old)]) == 2
+    assert [f.name for f in old.iterdir()] == ["end_hard.txt"]
+    assert solver_bench.load_sets([str(old)])  # still loads
+
+
+def test_write_positions_writes_only_what_read_positions_reads(tmp_path):
+    """No position: an error, and no file (it wrote a file `read_positions` refuses). An
+    existing file stays as it was, and no temporary file is left beside it."""
+    path = tmp_path / "set.txt"
+    with pytest.raises(ValueError, match="no positions to write"):
+        solver_bench.write_positions(path, [], "a header")
+    assert not path.exists()
+    p = Position("44", 1, (-2, -1, 0, 1, 0, -1, -2))
+    solver_bench.write_positions(path, [p], "a header")
+    path.chmod(0o640)
+    with pytest.raises(ValueError, match="the empty board has no line"):
+        solver_bench.write_positions(path, [p, Position("", 1, p.column_scores)])
+    assert solver_bench.read_positions(path) == [p] and os.listdir(tmp_path) == ["set.txt"]
+    solver_bench.write_positions(path, [p, p])
+    assert len(solver_bench.read_positions(path)) == 2 and path.stat().st_mode & 0o777 == 0o640
 
 
 @pytest.mark.parametrize("command", ["make-sets", "evaluate"])

@@ -21,7 +21,9 @@ is recorded too. Writes <workdir>/learn.json (after each point: `complete` says 
 are in) and <workdir>/learn.png.
 
 A Ctrl-C (or SIGTERM) while training stops the trainer as --minutes does and still writes
-train.json (stopped_by "interrupted (...)"): --stage evaluate then takes the run.
+train.json (stopped_by "interrupted (...)"): --stage evaluate then takes the run. Killed
+outright (SIGKILL), bench learn leaves the trainer a SIGTERM from the kernel (Linux): it
+saves after its iteration and stops.
 """
 
 from __future__ import annotations
@@ -129,6 +131,40 @@ def _stop(proc: subprocess.Popen, signalled: bool, log) -> None:
         proc.wait()
 
 
+# Started in train.py's place: asks the kernel to send it SIGTERM when the bench (the pid
+# in argv[1]) dies (Linux's prctl PR_SET_PDEATHSIG, which an exec keeps), then becomes
+# argv[2:] (exec: the same process). Not a preexec_fn: that runs Python in a fork of a
+# process that may have threads (JAX's), which can deadlock before the exec.
+_DIE_WITH_PARENT = """import ctypes, os, signal, sys
+try:
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+except (OSError, AttributeError):  # no prctl to be had: train.py as before
+    pass
+if os.getppid() != int(sys.argv[1]):  # the bench died before the prctl: no signal comes
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def spawn_trainer(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """`subprocess.Popen(cmd, **kwargs)` for train.py: in its own session, and on Linux
+    sent SIGTERM when this process dies, however it dies.
+
+    Its own session: a Ctrl-C at the terminal reaches this process alone, which stops the
+    trainer with one SIGTERM (two would abort it unsaved). So no signal to our process
+    group reaches the trainer, and a bench learn killed outright (SIGKILL, the OOM killer)
+    had left it training on alone until its train.minutes were up. On Linux the kernel now
+    sends it the SIGTERM we would have sent (it saves after its iteration and stops), when
+    the thread that called this ends: call it from one that outlives the trainer (as
+    `train_for`, which waits for it). Elsewhere the trainer starts as before.
+    """
+    if sys.platform.startswith("linux"):
+        cmd = [sys.executable, "-I", "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
 def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
               log=print, on_end=None, env_vars: dict[str, str | None] | None = None) -> dict:
     """Runs train.py for `minutes` of wall clock (at least one iteration), then SIGTERM.
@@ -169,10 +205,8 @@ def train_for(config: str, workdir: Path, minutes: float, overrides: list[str],
     # session, so a signal to this process's group no longer reaches it).
     with cli.sigterm_as_interrupt():
         with open(workdir / "train.log", "w") as out:
-            # Its own session: a Ctrl-C at the terminal reaches this process alone, which
-            # stops the trainer with one SIGTERM (two would abort it unsaved).
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    cwd=str(ROOT), start_new_session=True)
+            proc = spawn_trainer(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 cwd=str(ROOT))
             try:
                 while proc.poll() is None:
                     time.sleep(0.5)

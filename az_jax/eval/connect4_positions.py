@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import random as _random
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -161,7 +163,8 @@ def read_positions(path, allow_empty: bool = False) -> list[Position]:
 
     Raises:
       FileNotFoundError: no such file. ValueError: a malformed line ("file:line: why") or
-      a file without positions (unless `allow_empty`: a set `make-sets` found none for).
+      a file without positions (unless `allow_empty`: an older `make-sets` wrote one for
+      a set its games reached no position of; it now refuses to).
     """
     path = Path(path)
     if not path.is_file():
@@ -177,10 +180,47 @@ def read_positions(path, allow_empty: bool = False) -> list[Position]:
     return positions
 
 
+def format_positions(positions: Iterable[Position], header: str = "") -> str:
+    """A solver set file's text: `header` as `#` lines, then a line per position.
+
+    Raises:
+      ValueError: no positions (`read_positions` would refuse the file), or a position
+      the format cannot hold.
+    """
+    lines = [p.to_line() for p in positions]
+    if not lines:
+        raise ValueError("no positions to write: a solver set file needs at least one")
+    head = [f"# {h}" for h in header.splitlines()] if header else []
+    return "\n".join(head + lines) + "\n"
+
+
 def write_positions(path, positions: Iterable[Position], header: str = "") -> None:
-    lines = [f"# {h}" for h in header.splitlines()] if header else []
-    lines += [p.to_line() for p in positions]
-    Path(path).write_text("\n".join(lines) + "\n")
+    """Writes a solver set file atomically (see `format_positions`, `write_files`)."""
+    write_files({path: format_positions(positions, header)})
+
+
+def write_files(texts: dict) -> None:
+    """Writes {path: text}, all files or none: each text goes to a temporary file beside its
+    path (with the mode of the file it replaces), and only once all are written do they
+    replace their paths, each by an atomic rename. An error while writing (a full disk)
+    leaves every path as it was; only the renames, last, could stop half-way (a kill, a
+    path that is a folder)."""
+    paths = [Path(path) for path in texts]
+    for path in paths:
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"no folder {path.parent} to write {path.name} in")
+    tmps = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths}
+    try:
+        for (path, tmp), text in zip(tmps.items(), texts.values(), strict=True):
+            tmp.write_text(text)
+            if path.exists():
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        for path, tmp in tmps.items():
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp in tmps.values():
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 # =========================================================================== labels

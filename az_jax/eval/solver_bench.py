@@ -27,6 +27,7 @@ writes files with column scores, so that the benchmark runs without bitbully aft
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import sys
@@ -43,9 +44,11 @@ from az_jax.eval.connect4_positions import (
     MAX_SCORE,
     Position,
     _bar,
+    format_positions,
     generate,
     label,
     read_positions,
+    write_files,
     write_positions,
 )
 
@@ -409,6 +412,9 @@ def _make(args) -> None:
 
 
 def _make_sets(args) -> None:
+    """make-sets: plays, solves and writes the nine sets, or writes nothing (an error
+    before all nine are ready, a set without positions included, leaves --out as it was:
+    a folder it created is removed again)."""
     import dataclasses as dc
 
     if args.per_set < 1:
@@ -420,17 +426,40 @@ def _make_sets(args) -> None:
     exclude = [p.moves for path in expand_paths(args.exclude or ())
                for p in read_positions(path, allow_empty=True)]
     out = Path(args.out)
+    # Made now, so that a folder we may not write is an error before the games; removed
+    # again (the folders made here, each if empty) when nothing is written.
+    made = [d for d in (out, *out.parents) if not d.exists()]
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        _play_and_write_sets(args, recipe, exclude, out)
+    except BaseException:
+        for d in made:  # deepest first; rmdir removes only an empty folder
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+
+
+def _play_and_write_sets(args, recipe, exclude: list[str], out: Path) -> None:
     log = (lambda text: None) if args.quiet else (lambda text: print(text, flush=True))
     log(f"playing {sum(s.games for s in recipe)} games from {len(recipe)} sources"
         + (f", leaving out {len(exclude)} positions" if exclude else ""))
     sets, origin, stats = solver_sets.make_sets(recipe, args.per_set, args.seed, args.model,
                                                 exclude=exclude, log=log)
+    # A set file without positions is one `load_sets` refuses: write no set rather than
+    # a collection that does not load (or eight new sets beside an old ninth).
+    empty = [name for name, positions in sets.items() if not positions]
+    if empty:
+        raise ValueError(
+            f"the games reached no position for the set{'s' * (len(empty) > 1)} "
+            f"{', '.join(empty)}{' outside --exclude' if exclude else ''}, and a set file "
+            f"needs one: nothing was written to {out}; play more games (--games-scale "
+            f"above {args.games_scale:g}{', or exclude fewer boards' if exclude else ''})")
     command = (f"python -m az_jax.eval.solver_bench make-sets --out {args.out} --per-set "
                f"{args.per_set} --seed {args.seed} --games-scale {args.games_scale:g} "
                f"--model {args.model}"
                + "".join(f" --exclude {e}" for e in args.exclude or ()))
     recipe_text = "; ".join(f"{s.name} x{s.games}" for s in recipe)
+    texts = {}
     for name, positions in sets.items():
         ph, diff = name.split("_")
         lo = solver_sets.PHASE_STARTS[solver_sets.PHASES.index(ph)]
@@ -455,8 +484,9 @@ def _make_sets(args) -> None:
             f"positions here by source: {sources}.\n"
             "format: <moves (columns 1-7)> <score for the side to move> <scores of columns "
             "1..7, x = full> (see az_jax/eval/solver_bench.py, az_jax/eval/solver_sets.py)")
-        write_positions(out / f"{name}.txt", positions, header)
+        texts[out / f"{name}.txt"] = format_positions(positions, header)
         log(f"{name}: {len(positions)} positions{short}")
+    write_files(texts)  # all nine or none
     log(f"{stats['games']} games, {stats['candidates']} distinct positions, "
         f"{stats['solved']} solved ({stats['no_mistake_possible']} with no mistake "
         f"possible), {stats['seconds']:.0f}s; wrote {out}")
@@ -533,8 +563,9 @@ def main(argv=None) -> int:
         "solves the positions they reach with bitbully and writes <out>/<phase>_<difficulty>"
         ".txt: beginning/middle/end = 0-13/14-27/28-41 stones, easy/medium/hard = most / "
         "at most half but more than one / exactly one of the legal moves keep the best "
-        "outcome. Positions where no mistake is possible are left out. Deterministic for a "
-        "given seed (on the same jax version).")
+        "outcome. Positions where no mistake is possible are left out. A set the games "
+        "reach no position for is an error, and nothing is written (play more games). "
+        "Deterministic for a given seed (on the same jax version).")
     ms.add_argument("--out", required=True, help="output directory (created)")
     ms.add_argument("--per-set", type=int, default=200, help="positions per set (200)")
     ms.add_argument("--seed", type=_seed, default=0)
