@@ -511,17 +511,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     setup = make_setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
+    if config.log.tensorboard and is_writer:  # a missing package stops it before any write
+        _summary_writer_class()
     restart = bool(config.checkpoint.get("restart", False))
+    mismatch = None
     try:  # before anything is written: a command that describes another run stops here
         runs.check(config, workdir)
     except runs.RunMismatch as e:
         if not restart:
             raise
-        _move_aside(workdir, e.reason, is_writer)
+        mismatch = e
     source = config.train.get("init_from", "")
     init = None  # only a new run starts from train.init_from; read it before writing
-    if source and not ckpt.saved_steps(workdir):  # (a run killed before its first save too)
+    # (a run killed before its first save too; a bad source leaves a mismatching run in place)
+    if source and (mismatch is not None or not ckpt.saved_steps(workdir)):
         init = init_variables(source, setup)
+    if mismatch is not None:
+        _move_aside(workdir, mismatch.reason, is_writer)
     mngr = ckpt.manager(workdir, keep=config.checkpoint.keep, every=_preserved(config))
 
     run_key = jax.random.PRNGKey(config.seed)
@@ -563,11 +569,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                 f"aside to {runs.aside_path(workdir)} and start a new one (nothing is "
                 f"deleted). Else another config or version of az_jax wrote it. "
                 f"{runs.choices(workdir)}")
+        if source and init is None:  # the new run starts from train.init_from, as any new
+            init = init_variables(source, setup)  # run (read first: a bad one moves nothing)
         mngr.close()
         _move_aside(workdir, why, is_writer)
         mngr = ckpt.manager(workdir, keep=config.checkpoint.keep, every=_preserved(config))
-        if source:  # the new run starts from train.init_from, as any new run
-            init = init_variables(source, setup)
     fitted = None  # the run's length under train.minutes, once decided
     older = False  # a run made before train.minutes existed
     if restored is not None:
@@ -888,10 +894,15 @@ def _progress(config, start: int, is_writer: bool):
 def _tensorboard(workdir: str, start: int):
     """A tensorboardX writer for a run at iteration `start`: on resume it hides the events
     of the iterations after `start` (logged before a crash, replayed now)."""
+    return _summary_writer_class()(str(Path(workdir) / "tensorboard"),
+                                   purge_step=start + 1 if start else None)
+
+
+def _summary_writer_class():
+    """tensorboardX's SummaryWriter. Raises ValueError (train.py's one line) without it."""
     try:
         from tensorboardX import SummaryWriter
-    except ImportError as e:
-        raise ImportError('log.tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
-                          ) from e
-    return SummaryWriter(str(Path(workdir) / "tensorboard"),
-                         purge_step=start + 1 if start else None)
+    except ImportError:
+        raise ValueError('log.tensorboard=True needs tensorboardX: pip install -e '
+                         '".[tensorboard]", or leave --config.log.tensorboard=False') from None
+    return SummaryWriter

@@ -519,3 +519,55 @@ def test_restart_on_dot_moves_a_bad_config_aside_and_a_resume_keeps_the_saved_re
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2] and rows[0]["buffer_size"] > 0
     assert rows[1]["buffer_size"] == rows[0]["buffer_size"] + rows[1]["plies_added"]
+
+
+def test_tensorboard_without_its_package_is_a_value_error_before_anything_is_written(
+        tmp_path, monkeypatch):
+    # Was an ImportError (a traceback from train.py) after the compile, with config.json
+    # and the checkpoint folder already written.
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import tiny_training
+
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # its import raises ImportError
+    c = tiny_training(tictactoe.get_config(), log__tensorboard=True)
+    with pytest.raises(ValueError, match=r"log.tensorboard=True needs tensorboardX"):
+        trainer.train_and_evaluate(c, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bad_init_from_leaves_the_run_restart_would_move_aside_in_place(tmp_path):
+    # The run was moved aside to run.old-1 before train.init_from was read and refused.
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import make_run, tiny_training
+
+    run = make_run(tmp_path / "run", "tictactoe")  # another config than the command's
+    before = _snapshot(run)
+    c = tiny_training(tictactoe.get_config(), checkpoint__restart=True,
+                      train__init_from="model:nope")
+    with pytest.raises(ValueError, match="train.init_from='model:nope'"):
+        trainer.train_and_evaluate(c, str(run))
+    assert _snapshot(run) == before and not (tmp_path / "run.old-1").exists()
+
+
+def test_a_bad_init_from_leaves_a_run_that_does_not_restore_in_place(tmp_path):
+    # The same command, but the run's checkpoint does not restore (it has no games): with
+    # checkpoint.restart=True it was moved aside before train.init_from was read.
+    import ml_collections
+
+    from az_jax import trainer
+    from configs import default
+    from tests.tiny import make_run
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    before = _snapshot(run)
+    c = default.get_config()  # make_run's config
+    c.env.id, c.search.policy = "tictactoe", "gumbel"
+    c.env.kwargs = ml_collections.ConfigDict({})
+    c.network.channels, c.network.num_blocks, c.network.head = 8, 1, "dense"
+    c.search.num_simulations = 4
+    c.checkpoint.restart, c.train.init_from = True, "model:nope"
+    with pytest.raises(ValueError, match="train.init_from='model:nope'"):
+        trainer.train_and_evaluate(c, str(run))
+    assert _snapshot(run) == before and not (tmp_path / "run.old-1").exists()
