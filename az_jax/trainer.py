@@ -631,6 +631,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                             "the length this run was given", is_writer, bar)
         fitted = meta["fitted_iterations"] = setup.config.train.num_iterations
     num_iterations = setup.config.train.num_iterations
+    if start >= num_iterations:  # resumed at (or past) its length: say so, not just exit
+        _log(f"nothing to train: the run is at iteration {start} and its length is "
+             f"{num_iterations}; --config.train.num_iterations=N with N above {start} "
+             "trains on", is_writer, bar)
 
     iteration_fn = make_iteration_fn(setup)
     evaluator = None

@@ -90,7 +90,7 @@ def test_minutes_that_are_up_end_the_run_saved_and_the_same_command_goes_on(tmp_
 
 
 @pytest.mark.slow
-def test_a_fitted_length_is_kept_on_resume(tmp_path):
+def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
     n = trainer.FIT_AFTER + 1
     # An ample budget: fitted after FIT_AFTER iterations to train.num_iterations, the most.
     trainer.train_and_evaluate(_config(train__num_iterations=n, train__minutes=60.0),
@@ -100,8 +100,11 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path):
     trainer.train_and_evaluate(_config(train__num_iterations=n + 4, train__minutes=60.0),
                                str(tmp_path))
     assert _iterations(tmp_path) == list(range(1, n + 1))
+    assert f"nothing to train: the run is at iteration {n} and its length is {n}" in (
+        capsys.readouterr().out)
     # A fixed length instead trains on to it.
     trainer.train_and_evaluate(_config(train__num_iterations=n + 2), str(tmp_path))
+    assert "nothing to train" not in capsys.readouterr().out
     assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, None)
 
 
