@@ -16,6 +16,7 @@ their own estimates. At the end: the result, why, and the winning line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -168,6 +169,8 @@ class TerminalGame:
         self.describe(thought, int(self.state.current_player), "would play (hint)")
 
     def legal_moves(self) -> str:
+        if self.agent.is_over(self.state):  # (the env marks every action legal there)
+            return "the game is over: no legal moves (type new, undo or quit)"
         moves = [self.env.action_to_str(int(a)) for a in self.agent.legal_actions(self.state)]
         return f"legal moves ({len(moves)}): {' '.join(moves)}"
 
@@ -331,16 +334,21 @@ def main(argv=None, read=None, write=print) -> int:
         sys.stdin.reconfigure(errors="replace")
     if write is print and hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")  # echoing them on, e.g., cp1252
-    write(f"model: {agent.description}")
-    write("compiling the search (once per simulation count)...")
-    game = TerminalGame(agent, human, agent.num_simulations, top=args.top, delay=args.delay,
-                        read=read, write=write)
-    agent.warmup()  # compile before the first prompt
     try:
-        return game.run()
-    except KeyboardInterrupt:
-        write("\ninterrupted")
-        return 130
+        write(f"model: {agent.description}")
+        write("compiling the search (once per simulation count)...")
+        game = TerminalGame(agent, human, agent.num_simulations, top=args.top,
+                            delay=args.delay, read=read, write=write)
+        agent.warmup()  # compile before the first prompt
+        try:
+            return game.run()
+        except KeyboardInterrupt:
+            write("\ninterrupted")
+            return 130
+    except BrokenPipeError:  # the reader left (`--ai-vs-ai | head`): stop quietly
+        if write is print:  # nor a second error as Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -122,6 +122,20 @@ def test_input_that_is_not_text_is_a_bad_move():
     assert out.rstrip().endswith("bye")  # at the end of the input
 
 
+def test_a_reader_that_leaves_ends_the_game_quietly(ttt_run):
+    """`--ai-vs-ai | head -1`: the reader closes the pipe after one line; the next print
+    raised BrokenPipeError, a traceback on stderr. Now the game stops quietly (status 1)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "az_jax.play", "--workdir", str(ttt_run),
+                             "--ai-vs-ai", "--sims", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert proc.stdout.readline().startswith(b"model: ")
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
 def test_parse_side_names():
     gomoku, bagh = envs.make("gomoku", size=9), envs.make("baghchal")
     assert agent_lib.parse_side(gomoku, "White") == 1
@@ -410,6 +424,20 @@ def test_after_the_human_wins_no_estimate_says_the_ai_wins(agents):
     assert "the game is over: type new, undo or quit" in after
     assert "the game is over; no hint" in after
     assert game.env.action_to_str(game.actions[-1]) == "C3" and len(game.actions) == 5
+
+
+def test_moves_after_the_end_lists_none(ttt_run):
+    """`moves` once the game is over: the env marks every action legal at a terminal state
+    (no division by zero), which the terminal listed as the legal moves (occupied cells
+    too)."""
+    agent = agent_lib.Agent.load(workdir=ttt_run, num_simulations=2)
+    log: list[str] = []
+    game = play.TerminalGame(agent, 0, 2, read=lambda prompt: None, write=log.append)
+    for m in [*_X_WINS_IN_ONE, "C3"]:
+        game.push(agent.env.parse_action(m, game.state))
+    assert agent.is_over(game.state)
+    game.handle("moves")
+    assert log[-1] == "the game is over: no legal moves (type new, undo or quit)", log[-1]
 
 
 def test_bagh_chal_board_marks_the_last_move():

@@ -475,6 +475,30 @@ def test_a_refused_first_game_shows_the_error_in_chromium(server):
             browser.close()
 
 
+def test_the_side_cannot_change_while_a_move_is_pending_in_chromium(server):
+    """Choosing a side starts a new game; while the AI was thinking it did so beside the
+    pending move, whose answer, coming last, put the old game back on the page under the
+    new side. The side menu is off while a request is pending, as New is."""
+    sync_api = _browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, problems = _page(browser, server.url)
+            held = []
+            page.route("**/api/move", lambda route: held.append(route))  # held: released below
+            page.click('#board .hit[data-col="3"]')
+            page.wait_for_function("window.az.busy")
+            page.wait_for_timeout(200)  # the route handler has run
+            assert held and page.is_disabled("#new")
+            assert page.is_disabled("#side")
+            held[0].continue_()
+            page.wait_for_function(f"{IDLE} && window.az.state.moves.length === 2")
+            assert page.is_enabled("#side") and page.is_enabled("#new")
+            assert not problems, problems
+        finally:
+            browser.close()
+
+
 def test_page_has_no_external_resources():
     """Plain static files: nothing is fetched from outside the server."""
     static = Path(web.server.STATIC)

@@ -391,6 +391,7 @@ function renderPanel() {
   $("undo").disabled = az.busy || !s || !s.can_undo;
   $("hint").disabled = az.busy || !s || !s.your_turn;
   $("new").disabled = az.busy;
+  $("side").disabled = az.busy; // a change starts a new game beside the pending request
   if (!s) return;
   const result = $("result");
   result.className = `result ${s.over ? s.result : "hidden"}`;
