@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 # 15x15 tree is already ~0.5 GB). Here, not in search.py: the JAX-free modules (the config's
 # checks, the command lines) read it too.
 MAX_SIMULATIONS = 100_000
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits (without x64): 2**32 is seed 0 again
 
 _PUBLIC = {
     "ResNet": "az_jax.network",

@@ -478,9 +478,14 @@ def _extras(mngr, step: int, target: dict) -> dict:
         extra = {k: v for k, v in saved.items() if k not in target}
     except Exception:  # noqa: BLE001 - unreadable metadata: the restore itself will say
         return {}
+    return _on_one_device(extra)
+
+
+def _on_one_device(saved):
+    """Abstract arrays of a saved tree's metadata, on one local device: a restore target."""
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                        extra)
+                        saved)
 
 
 def _fits(mngr, step: int, key: str, target) -> bool:
@@ -634,12 +639,9 @@ def _read_network(mngr, step: int) -> dict:
     """The network's variables (params, batch stats) of a checkpoint, read alone: not the
     optimizer, the games, their pending plies or the best network, which can be many times
     larger (`mngr` is a reader: `manager(read_only=True)`)."""
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     saved = mngr.item_metadata(step)["state"]["train_state"]
     names = [k for k in ("params", "batch_stats") if k in saved.keys()]
-    target = {"train_state": {k: jax.tree.map(
-        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), saved[k])
-        for k in names}}
+    target = {"train_state": {k: _on_one_device(saved[k]) for k in names}}
     raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
         target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
         partial_restore=True)))["state"]["train_state"]

@@ -8,10 +8,9 @@ import sys
 import threading
 from pathlib import Path
 
-from az_jax import MAX_SIMULATIONS  # noqa: F401 - the front ends' bound
+from az_jax import MAX_SEED, MAX_SIMULATIONS  # noqa: F401 - the front ends' bounds
 
 MODELS = Path(__file__).parent / "models"
-MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits (without x64): 2**32 is seed 0 again
 MAX_SECONDS = 3600.0  # the longest pause `seconds` takes (time.sleep overflows past ~1e9 s)
 
 

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from az_jax import MAX_SEED
 from az_jax.eval import solver_sets
 from az_jax.eval.connect4_positions import (
     _BITBULLY_HINT,
@@ -530,15 +531,15 @@ def _evaluate(args) -> None:
 
 
 def _seed(text: str) -> int:
-    """An argparse type: a seed from 0 to 2**32 - 1, as every command line's (az_jax.cli's
-    MAX_SEED; that front-end module is a layer above this one)."""
+    """An argparse type: a seed from 0 to MAX_SEED, as every command line's (az_jax.cli's
+    `integer`; that front-end module is a layer above this one)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value <= 2**32 - 1:
+    if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"{value} is out of range: give an integer from 0 "
-                                         f"to {2**32 - 1}")
+                                         f"to {MAX_SEED}")
     return value
 
 
