@@ -273,7 +273,7 @@ def _preserved(config) -> list[tuple[int, int]]:
     from az_jax.eval import external, players
 
     return players.preserved_steps(external.parse_opponents(config.eval.opponents),
-                                   config.eval.every)
+                                   config.eval.every, config.checkpoint.every)
 
 
 def forget_after(workdir, iteration: int) -> None:
@@ -511,8 +511,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     setup = make_setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
-    if config.log.tensorboard and is_writer:  # a missing package stops it before any write
-        _summary_writer_class()
+    if config.log.tensorboard:  # a missing package stops every process before any write
+        missing = None  # (only process 0 writes events: the others wait for its answer)
+        if is_writer:
+            try:
+                _summary_writer_class()
+            except ValueError as e:
+                missing = e
+        if _any_process(missing is not None):
+            raise missing or ValueError("log.tensorboard=True: process 0 of this run lacks "
+                                        "tensorboardX (its error says what to install)")
     restart = bool(config.checkpoint.get("restart", False))
     mismatch = None
     try:  # before anything is written: a command that describes another run stops here
@@ -618,9 +626,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     meta = {"config": ckpt.config_json(config), **ckpt.env_meta(env)}
     minutes = config.train.get("minutes", 0.0)
     bar = _progress(config, start, is_writer)
-    if not minutes:
-        fitted = None  # train.num_iterations rules (and a later train.minutes fits anew)
-    elif fitted is None and older:  # fitting it now would cut its schedule short mid-run
+    if not minutes:  # train.num_iterations rules, and is the run's length from now on: a
+        # later command with a budget keeps it (a fit from the middle would cut its schedule)
+        fitted = meta["fitted_iterations"] = config.train.num_iterations
+    elif older:  # fitting it now would cut its schedule short mid-run
         fitted = meta["fitted_iterations"] = config.train.num_iterations
         _log(f"train.minutes={minutes:g} is not applied: this run was made before "
              f"train.minutes existed, so it keeps its {fitted} iterations and their "
@@ -648,7 +657,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     writer = _tensorboard(workdir, start) if config.log.tensorboard and is_writer else None
 
     last = {}
-    train_spent = eval_spent = 0.0  # seconds in this process, for eval.max_share
+    # Seconds spent training and evaluating in this run (kept in its checkpoints: a resumed
+    # process goes on from them), for eval.max_share.
+    spent = restored[3] if restored is not None else {}
+    train_spent = float(spent.get("train_seconds", 0.0))
+    eval_spent = float(spent.get("eval_seconds", 0.0))
     seconds = []  # this process's iteration times, for train.minutes
     saves = []  # and its checkpoint writes' (with the plots, when written)
     plotted = -math.inf  # when the plots were last written
@@ -732,7 +745,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                          **_games_items(games)}
                 if evaluator is not None:
                     meta["best_name"] = evaluator.best_name
-                ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score),
+                ckpt.save(mngr, it + 1, state, dict(meta, iteration=it + 1, score=score,
+                                                    train_seconds=train_spent,
+                                                    eval_seconds=eval_spent),
                           buffer_state if config.checkpoint.save_replay else None, score)
                 last_save = final or stopping or time_up
                 if is_writer and (last_save or time.monotonic() - plotted >= PLOT_EVERY_S):
@@ -765,9 +780,9 @@ def time_is_up(started: float, minutes: float, seconds: list[float]) -> bool:
 
 def within_budget(eval_spent: float, train_spent: float, max_share: float) -> bool:
     """Whether a due evaluation runs under `eval.max_share`: only while evaluation so far
-    has taken at most that share of this process's time (training + evaluation; the first
-    one always runs). 0 = no cap. Every process of a multi-host run takes process 0's
-    answer (the matches are collective)."""
+    has taken at most that share of the run's time so far (training + evaluation, kept
+    across resumes; the run's first one always runs). 0 = no cap. Every process of a
+    multi-host run takes process 0's answer (the matches are collective)."""
     return _from_process0(not max_share or eval_spent <= max_share * (eval_spent + train_spent))
 
 

@@ -23,7 +23,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _train_two_processes(args, cache):
+def _train_two_processes(args, cache, returncodes=(0, 0)):
     """Runs train.py as processes 0 and 1 of one job; returns their outputs."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
                JAX_COMPILATION_CACHE_DIR=str(cache),
@@ -41,7 +41,8 @@ def _train_two_processes(args, cache):
             for q in procs:
                 q.kill()
             pytest.fail("the two processes did not finish")
-    assert [p.returncode for p in procs] == [0, 0], "\n---\n".join(o[-3000:] for o in outs)
+    assert [p.returncode for p in procs] == list(returncodes), (
+        "\n---\n".join(o[-3000:] for o in outs))
     return outs
 
 
@@ -65,6 +66,23 @@ def test_two_processes_train_and_write_one_checkpoint(tmp_path):
     outs = _train_two_processes(args, tmp_path / "jax_cache")
     assert "resumed from" in outs[0] and "at iteration 2" in outs[0], outs[0][-3000:]
     assert "resumed from" not in outs[1] and "it    " not in outs[1]
+
+
+def test_tensorboard_missing_on_process_0_stops_both_processes(tmp_path):
+    # Only process 0 writes events, so only it checks for tensorboardX. It used to raise
+    # alone, and process 1 went on into the run's first collective, to fail there 30 s
+    # later with a Gloo timeout that said nothing of tensorboardX.
+    try:
+        import tensorboardX  # noqa: F401
+        pytest.skip("tensorboardX is installed here: nothing is missing")
+    except ImportError:
+        pass
+    args = ["--config", str(ROOT / "configs" / "tictactoe.py"), "--workdir",
+            str(tmp_path / "run"), *tiny_args(network__channels=8, log__tensorboard=True)]
+    outs = _train_two_processes(args, tmp_path / "jax_cache", returncodes=(2, 2))
+    assert "log.tensorboard=True needs tensorboardX" in outs[0], outs[0][-3000:]
+    assert "process 0 of this run lacks tensorboardX" in outs[1], outs[1][-3000:]
+    assert not (tmp_path / "run").exists()  # nothing written
 
 
 def test_a_config_sized_by_the_backend_still_starts_multi_host():

@@ -185,6 +185,27 @@ def test_latest_k_opponents_find_the_checkpoint_k_iterations_back(tmp_path):
         ckpt.save(mngr, it, z, {"iteration": it}, score=1.0 - it / 1000)  # falling scores
     assert ckpt.saved_steps(tmp_path) == [10, 250, 280, 290, 300]  # best, every 50, newest
     assert resolve_checkpoint(tmp_path, "latest-50") == 250  # from the newest saved
+    mngr.close()
+
+
+def test_latest_k_opponents_between_two_saves(tmp_path):
+    """Evaluated every 25 against latest-50, saved every 10, only the newest kept: at 75 the
+    opponent is 20 (25 was not saved), at 100 it is 50. The manager used to keep multiples
+    of 25 alone, so 20 was gone and the opponent was skipped (real orbax checkpoints)."""
+    from az_jax.eval import external
+    from az_jax.eval.players import preserved_steps, resolve_checkpoint
+
+    every = preserved_steps(external.parse_opponents("checkpoint:latest-50"), 25, 10)
+    mngr = ckpt.manager(tmp_path, keep=1, every=every)
+    z = {"w": np.zeros(2, np.float32)}
+    found = {}
+    for it in range(10, 151):
+        if it % 25 == 0 and it > 50:  # an evaluation, before this iteration's save
+            found[it] = resolve_checkpoint(tmp_path, "latest-50", iteration=it)
+        if it % 10 == 0:
+            ckpt.save(mngr, it, z, {"iteration": it})
+    mngr.close()
+    assert found == {75: 20, 100: 50, 125: 70, 150: 100}
 
 
 def test_rollout_mcts_keeps_the_sign_when_the_mover_moves_again():

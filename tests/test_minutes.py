@@ -102,10 +102,17 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
     assert _iterations(tmp_path) == list(range(1, n + 1))
     assert f"nothing to train: the run is at iteration {n} and its length is {n}" in (
         capsys.readouterr().out)
-    # A fixed length instead trains on to it.
+    # A fixed length instead trains on to it, and becomes the run's length.
     trainer.train_and_evaluate(_config(train__num_iterations=n + 2), str(tmp_path))
     assert "nothing to train" not in capsys.readouterr().out
-    assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, None)
+    assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, n + 2)
+    # The budget's command again keeps that length: no fit from the middle of the run,
+    # which would give it another schedule there.
+    trainer.train_and_evaluate(_config(train__num_iterations=n + 4, train__minutes=60.0),
+                               str(tmp_path))
+    assert _iterations(tmp_path) == list(range(1, n + 3))
+    assert f"nothing to train: the run is at iteration {n + 2} and its length is {n + 2}" in (
+        capsys.readouterr().out)
 
 
 @pytest.mark.slow
@@ -150,19 +157,25 @@ def test_time_is_up_when_the_next_iteration_would_end_past_the_budget():
     assert trainer.time_is_up(time.monotonic() - 61, 1, [30]) is True
 
 
-@pytest.mark.parametrize("every, opponents, want", [
+@pytest.mark.parametrize("every, saved, opponents, want", [
     # Evaluated at multiples of 5, latest-5 is the previous evaluation's checkpoint: keep
     # the newest 2 at multiples of gcd(5, 5) = 5 (the one under test and 5 back).
-    (5, "random,checkpoint:latest-5", [(5, 2)]),
-    # latest-2 at 5, 10, ...: iterations 3, 8, ..., multiples of gcd(2, 5) = 1; 2 back
-    # from the newest is the 3rd newest.
-    (5, "checkpoint:latest-2", [(1, 3)]),
-    # latest-10 every 4: at 4k, 4k - 10 is a multiple of gcd(10, 4) = 2, 5 steps of 2 back.
-    (4, "checkpoint:latest-10,greedy", [(2, 6)]),
-    (5, "random,greedy", []),  # no latest-K
-    (0, "checkpoint:latest-5", []),  # no evaluation
+    (5, 5, "random,checkpoint:latest-5", [(5, 2)]),
+    # latest-2 at 5, 10, ... with a checkpoint every iteration: iterations 3, 8, ...,
+    # multiples of gcd(2, 5) = 1; 2 back from the newest is the 3rd newest.
+    (5, 1, "checkpoint:latest-2", [(1, 3)]),
+    # latest-10 every 4, saved every 2: at 4k, 4k - 10 is a multiple of gcd(10, 4) = 2,
+    # 5 steps of 2 back.
+    (4, 2, "checkpoint:latest-10,greedy", [(2, 6)]),
+    # Saved every 10, evaluated every 25 against latest-50: at 75, 25 was not saved and the
+    # opponent is 20; the newest 6 saves (20 to 70) hold it, 5 hold it no more.
+    (25, 10, "checkpoint:latest-50", [(10, 6)]),
+    # latest-2 every 5, saved every 5: at 10 the opponent is 5 (8 was not saved).
+    (5, 5, "checkpoint:latest-2", [(5, 2)]),
+    (5, 5, "random,greedy", []),  # no latest-K
+    (0, 5, "checkpoint:latest-5", []),  # no evaluation
 ])
-def test_preserved_checkpoints_for_latest_k_by_hand(every, opponents, want):
+def test_preserved_checkpoints_for_latest_k_by_hand(every, saved, opponents, want):
     c = tictactoe.get_config()
-    c.eval.every, c.eval.opponents = every, opponents
+    c.eval.every, c.checkpoint.every, c.eval.opponents = every, saved, opponents
     assert trainer._preserved(c) == want

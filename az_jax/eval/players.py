@@ -286,18 +286,28 @@ def parse_opponent(name: str) -> Opponent:
     raise ValueError(f"unknown opponent {name!r}; {accepted_forms()}")
 
 
-def preserved_steps(opponents, eval_every: int) -> list[tuple[int, int]]:
+def preserved_steps(opponents, eval_every: int,
+                    checkpoint_every: int = 1) -> list[tuple[int, int]]:
     """What the trainer's checkpoint manager keeps for the run's own `checkpoint:latest-K`
-    opponents, evaluated every `eval_every` iterations: (interval, count) pairs, keep the
-    newest `count` checkpoints whose iteration is a multiple of `interval`. Iteration - K
-    of an evaluation is then among them whenever a checkpoint was saved there (K a
-    multiple of `checkpoint.every`)."""
+    opponents, evaluated every `eval_every` iterations and saved every `checkpoint_every`:
+    (interval, count) pairs, keep the newest `count` checkpoints whose iteration is a
+    multiple of `interval`. The newest checkpoint at least K before an evaluation (what
+    `resolve_checkpoint` picks) is then among them.
+
+    Evaluations fall on multiples of g = gcd(K, eval_every), so their iterations - K do too:
+    where checkpoints are saved at every multiple of g, the newest K / g + 1 of those are
+    kept. Else iteration - K may fall between two saves, and the newest ceil(K / every) + 1
+    of the regular saves are kept: the save before it and every one since."""
+    every = max(int(checkpoint_every), 1)
     out = []
     for opp in opponents:
         if opp.kind == "checkpoint" and opp.workdir is None and opp.ref.startswith("latest-"):
             back = int(opp.ref[len("latest-"):])
             interval = math.gcd(back, int(eval_every)) or 1
-            out.append((interval, back // interval + 1))
+            if interval % every == 0:
+                out.append((interval, back // interval + 1))
+            else:
+                out.append((every, -(-back // every) + 1))
     return sorted(set(out))
 
 
