@@ -2,6 +2,7 @@
 
 import argparse
 import contextlib
+import ipaddress
 import math
 import signal
 import sys
@@ -9,26 +10,10 @@ import threading
 from pathlib import Path
 
 from az_jax import MAX_SEED, MAX_SIMULATIONS  # noqa: F401 - the front ends' bounds
+from az_jax.argtypes import integer  # noqa: F401 - the front ends' integer type
 
 MODELS = Path(__file__).parent / "models"
 MAX_SECONDS = 3600.0  # the longest pause `seconds` takes (time.sleep overflows past ~1e9 s)
-
-
-def integer(low: int, high: int | None = None):
-    """An argparse type: an integer from `low` to `high` (None: no bound), or a one-line
-    error naming the range."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < low or (high is not None and value > high):
-            bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-            raise argparse.ArgumentTypeError(f"{value} is out of range: give an integer "
-                                             f"{bound}")
-        return value
-
-    return parse
 
 
 def seconds(text: str, high: float = MAX_SECONDS) -> float:
@@ -43,6 +28,30 @@ def seconds(text: str, high: float = MAX_SECONDS) -> float:
         raise argparse.ArgumentTypeError(f"{text}: give a number of seconds from 0 to "
                                          f"{high:g}")
     return value
+
+
+def host(text: str) -> str:
+    """An argparse type: an address or a host name to listen on ("": every interface). A
+    name DNS cannot hold (a part between dots empty or over 63 characters, or the whole over
+    253) is a one-line
+    error saying what to give, before anything loads (it was an IDNA codec error, or a
+    traceback for a long non-ASCII part)."""
+    if not text:  # as socket has it: every interface
+        return text
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(text)
+        return text
+    try:
+        encoded = text.encode("idna")
+    except UnicodeError:
+        encoded = b""
+    if not encoded or len(encoded.rstrip(b".")) > 253:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise argparse.ArgumentTypeError(
+            f"{shown!r} is not a host name (at most 253 characters, each part between "
+            "dots 1 to 63): give an address of this machine, 127.0.0.1 for it alone or "
+            "0.0.0.0 for every interface, or its name")
+    return text
 
 
 def shipped_models() -> list[str]:

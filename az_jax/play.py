@@ -125,7 +125,8 @@ class TerminalGame:
                    f"[{thought.simulations} simulations, {thought.seconds:.1f}s]")
         self.write(f"  estimate for {side} after {thought.move}: {_score(thought.value)}   "
                    f"(Q {thought.value:+.2f}; root value {thought.root_value:+.2f})")
-        self.write(f"  candidates, {thought.weight_label} (estimate): {cands}")
+        if cands:  # --top 0: none shown, so no line
+            self.write(f"  candidates, {thought.weight_label} (estimate): {cands}")
 
     def result_text(self) -> str:
         from az_jax import agent as agent_lib

@@ -84,6 +84,23 @@ def test_web_bad_host_is_one_line_about_the_host(host, capsys):
     assert "--host names no address of this machine" in err and "--port" not in err
 
 
+@pytest.mark.parametrize("host", ["a" * 64, "\u00e9" * 64])
+def test_web_host_name_with_a_part_over_63_characters_is_one_line(host):
+    """A part between dots over 63 characters: an argparse error that says what to give,
+    before the model loads (it was a long resolver message with the name twice, or a
+    TypeError traceback, 'encoding of hostname failed', for a non-ASCII one)."""
+    proc = subprocess.run([sys.executable, "-m", "az_jax.web", "--model", "tictactoe",
+                           "--host", host, "--port", "0", "--no-warmup"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, env={"JAX_PLATFORMS": "cpu",
+                                                                 "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"python -m az_jax.web: error: argument --host: '{host[:40]}...' "
+                           "is not a host name (at most 253 characters, each part between "
+                           "dots 1 to 63): give an address of this machine, 127.0.0.1"), last
+    assert server.build_parser().parse_args(["--model", "m", "--host", "a" * 63]).host
+
+
 def test_missing_config_file_names_it(tmp_path):
     sys.path.insert(0, str(ROOT))
     try:
@@ -140,6 +157,17 @@ def test_play_arguments_out_of_range_are_one_line(argv, error, capsys):
         play.build_parser().parse_args(["--model", "connect4", *argv])
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"python -m az_jax.play: error: {error}"
+
+
+def test_one_integer_type_serves_every_command_line():
+    """solver_bench (evaluation, a layer below `cli`) had its own copy of `cli.integer` for
+    --seed; both now use `az_jax.argtypes.integer`, and `cli.integer` still names it
+    (tests/test_solver_sets.py checks solver_bench's seeds)."""
+    from az_jax import argtypes
+    from az_jax.eval import solver_bench
+
+    assert cli.integer is argtypes.integer and not hasattr(solver_bench, "_seed")
+    assert solver_bench.integer is argtypes.integer
 
 
 @pytest.mark.parametrize("parser, argv, flag", [

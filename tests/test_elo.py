@@ -184,3 +184,37 @@ def test_elo_json_keeps_its_mode_and_no_temporary_file_is_left(tmp_path):
         elo._write(tmp_path, {"matches": object()})  # not JSON
     assert p.read_text() == before
     assert sorted(f.name for f in tmp_path.iterdir()) == [elo.FILENAME, elo.FILENAME + ".lock"]
+
+
+def test_an_old_base_name_of_a_run_elsewhere_stays_a_player_of_its_own(tmp_path):
+    """Before `players.run_label`, another run was named by its folder's base name
+    wherever it lay, so runs_a/c4 and runs_b/c4 shared one player `c4/...`. Such a name is
+    left as written (README, "Elo ladder"): matches keep no path, so an old `c4/...` may
+    hold games of any folder named c4, and renaming it to one of them would pin on that
+    run games it may never have played. A sibling's name did not change: its old matches
+    and its new ones are one player; a run elsewhere gets its new name beside the old
+    entry, which keeps its games and gets no new ones."""
+    home, sibling, other = (tmp_path / "runs_a" / "big", tmp_path / "runs_a" / "c4",
+                            tmp_path / "runs_b" / "c4")
+    for folder in (home, sibling, other):
+        folder.mkdir(parents=True)
+    from az_jax.eval import players
+
+    assert players.run_label(sibling, home) == "c4"
+    assert players.run_label(other, home) == "../runs_b/c4"
+    old_name = "c4/iter-2/mcts:8"  # written by the old code, for runs_b/c4 or runs_a/c4
+    written = {"format": elo.FORMAT, "anchor": "random", "best": None, "ratings": {},
+               "matches": [
+                   {"a": "iter-3/mcts:8", "b": old_name, "wins": 6, "draws": 0, "losses": 2,
+                    "iteration": 3, "source": "evaluate", "time": "2025-01-01T00:00:00+00:00"},
+                   {"a": old_name, "b": "random", "wins": 7, "draws": 0, "losses": 1,
+                    "iteration": 3, "source": "evaluate", "time": "2025-01-01T00:00:00+00:00"}]}
+    elo.path(home).write_text(json.dumps(written))
+    assert elo.load(home)["matches"] == written["matches"]  # read as written
+    elsewhere = f"{players.run_label(other, home)}/iter-2/mcts:8"
+    ratings = elo.record(home, [("iter-3/mcts:8", elsewhere, 5, 0, 3)], source="evaluate")
+    assert ratings[old_name].games == 16 and ratings[elsewhere].games == 8
+    ratings = elo.record(home, [("iter-3/mcts:8", f"{players.run_label(sibling, home)}"
+                                 "/iter-2/mcts:8", 4, 0, 4)], source="evaluate")
+    assert ratings[old_name].games == 24 and ratings[elsewhere].games == 8
+    assert elo.load(home)["matches"][:2] == written["matches"]

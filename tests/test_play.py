@@ -136,6 +136,18 @@ def test_a_reader_that_leaves_ends_the_game_quietly(ttt_run):
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
+def test_top_0_shows_no_candidates_line(ttt_run):
+    """`--top 0` is documented as "0: none": it printed an empty `candidates ...:` line
+    after every move; now there is no such line, and the rest of the report stays."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-m", "az_jax.play", "--workdir", str(ttt_run),
+                           "--ai-vs-ai", "--sims", "2", "--top", "0"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "estimate for" in proc.stdout and "game over:" in proc.stdout
+    assert "candidates" not in proc.stdout
+
+
 def test_parse_side_names():
     gomoku, bagh = envs.make("gomoku", size=9), envs.make("baghchal")
     assert agent_lib.parse_side(gomoku, "White") == 1

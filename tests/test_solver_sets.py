@@ -3,6 +3,9 @@ and bitbully, the shipped sets' invariants, and the generator on a tiny recipe."
 
 import importlib.util
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -274,6 +277,60 @@ def test_make_sets_writes_no_set_without_positions(tmp_path, monkeypatch, capsys
     assert solver_bench.main([*argv, str(old)]) == 2
     assert [f.name for f in old.iterdir()] == ["end_hard.txt"]
     assert solver_bench.load_sets([str(old)])  # still loads
+
+
+# Writes the nine set names into argv[1] (make-sets' `write_files` call), SIGKILLed at the
+# argv[2]-th rename: the real failure, no `finally` and no `except` run.
+_KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from az_jax.eval import connect4_positions, solver_sets
+kill_at, calls = int(sys.argv[2]), [0]
+def killing(real):
+    def call(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+os.rename, os.replace = killing(os.rename), killing(os.replace)
+out = Path(sys.argv[1])
+connect4_positions.write_files({out / f"{p}_{d}.txt": f"new {p}_{d}\\n"
+                                for p in solver_sets.PHASES for d in solver_sets.DIFFICULTIES})
+"""
+
+
+def test_make_sets_files_are_replaced_all_or_none_even_when_killed(tmp_path):
+    """make-sets' nine files went to temporaries, then were renamed one by one: a kill
+    between two renames left new sets beside old ones, a collection no run ever made. A
+    process killed at each rename in turn now leaves the nine old sets or the nine new ones
+    (the folder missing for an instant, the old sets then intact beside it), with their
+    modes kept."""
+    names = [f"{p}_{d}.txt" for p in solver_sets.PHASES for d in solver_sets.DIFFICULTIES]
+    outcomes = []
+    for kill_at in range(1, 11):
+        root = tmp_path / str(kill_at)
+        out = root / "sets"
+        out.mkdir(parents=True)
+        for name in names:
+            (out / name).write_text(f"old {name[:-4]}\n")
+            (out / name).chmod(0o640)
+        out.chmod(0o750)
+        proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(out), str(kill_at)],
+                              cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
+        where = out if out.exists() else next(root.glob(".sets.old-*"))
+        texts = {f.name: f.read_text() for f in where.iterdir() if f.name[0] != "."}
+        assert sorted(texts) == sorted(names), (kill_at, sorted(texts))
+        ages = {text.split()[0] for text in texts.values()}
+        assert len(ages) == 1, (kill_at, texts)  # never a mix of old and new sets
+        assert texts[names[0]] == f"{ages.pop()} {names[0][:-4]}\n"
+        assert {(where / n).stat().st_mode & 0o777 for n in names} == {0o640}
+        assert where.stat().st_mode & 0o777 == 0o750
+        outcomes.append((proc.returncode == 0, out.exists()))
+    assert outcomes[-1] == (True, True)  # not killed: the new sets in place
+    assert (tmp_path / "10" / "sets" / names[0]).read_text().startswith("new ")
 
 
 def test_write_positions_writes_only_what_read_positions_reads(tmp_path):

@@ -252,6 +252,24 @@ def test_a_refused_request_leaves_the_game_as_it_was(server):
         assert game["over"] and game["sims"] == SIMS, (path, game)
 
 
+def test_many_sims_values_compile_no_more_programs_than_the_choices(server):
+    """Each distinct `sims` compiled (and kept) one more search program: a client could make
+    a server compile without end. Requests now snap down to /api/info's choices (here 4, 8,
+    32, 64), the answer says which count was used, and the compiled programs stay at most
+    one per choice."""
+    choices = call(server, "/api/info")[1]["sims"]["choices"]
+    assert choices == [SIMS, 8, 32, 64]
+    for asked in (5, 6, 7, 9, 10, 12, 15, 31):
+        game = new_game(server, human="second", sims=asked)  # the AI searches at once
+        used = max(c for c in choices if c <= asked)
+        assert game["sims"] == used and game["analysis"]["simulations"] == used, (asked, game)
+    game = new_game(server, human=0, sims=1)  # below the smallest choice: the smallest
+    assert game["sims"] == SIMS
+    status, hint = call(server, "/api/hint", {"game_id": game["game_id"], "sims": 63})
+    assert status == 200 and hint["sims"] == 32 and hint["hint"]["simulations"] == 32, hint
+    assert server.games.agent._think_jit._cache_size() <= len(choices)
+
+
 def test_illegal_moves_say_why(server):
     gid = new_game(server)["game_id"]
     for body, text in [({"move": "9"}, "expected a column number 1-7"),

@@ -17,11 +17,14 @@ finished. Any other line is an error that names the file, the line number and wh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import random as _random
 import re
+import secrets
+import shutil
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -200,15 +203,30 @@ def write_positions(path, positions: Iterable[Position], header: str = "") -> No
 
 
 def write_files(texts: dict) -> None:
-    """Writes {path: text}, all files or none: each text goes to a temporary file beside its
-    path (with the mode of the file it replaces), and only once all are written do they
-    replace their paths, each by an atomic rename. An error while writing (a full disk)
-    leaves every path as it was; only the renames, last, could stop half-way (a kill, a
-    path that is a folder)."""
+    """Writes {path: text}, all files or none.
+
+    Several files in one folder that holds nothing else (a new or empty folder, or the
+    group written before: make-sets' nine sets) are written to a new folder beside it,
+    which then takes its place: one rename where the folder is empty, else two (the old
+    folder aside, the new one in) and the old one removed. A kill at any point leaves the
+    old group or the new one, never a mix (between the two renames the folder is missing
+    and the old group waits beside it as `.<folder>.old-*`; a kill while writing leaves a
+    partial `.<folder>.new-*` beside it, which nothing reads).
+
+    Otherwise each text goes to a temporary file beside its path (with the mode of the file
+    it replaces), and only once all are written do they replace their paths, each by an
+    atomic rename: an error while writing (a full disk) leaves every path as it was; only
+    the renames, last, could stop half-way (a kill, a path that is a folder).
+    """
     paths = [Path(path) for path in texts]
     for path in paths:
         if not path.parent.is_dir():
             raise FileNotFoundError(f"no folder {path.parent} to write {path.name} in")
+    folder = _owned_folder(paths)
+    if folder is not None:
+        _swap_folder(folder, {path.name: text for path, text in zip(paths, texts.values(),
+                                                                    strict=True)})
+        return
     tmps = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths}
     try:
         for (path, tmp), text in zip(tmps.items(), texts.values(), strict=True):
@@ -221,6 +239,52 @@ def write_files(texts: dict) -> None:
         for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _owned_folder(paths: list[Path]) -> Path | None:
+    """The one folder of `paths` when they are several, it is a real folder (no link) that
+    holds nothing but plain files of their names, and its parent takes a new folder;
+    None otherwise."""
+    folders = {path.parent.resolve() for path in paths}
+    if len(paths) < 2 or len(folders) != 1 or len({p.name for p in paths}) != len(paths):
+        return None
+    folder = paths[0].parent
+    if folder.is_symlink() or not os.access(folder.resolve().parent, os.W_OK | os.X_OK):
+        return None
+    names = {path.name for path in paths}
+    for entry in folder.iterdir():
+        if entry.name not in names or entry.is_symlink() or not entry.is_file():
+            return None
+    return folder.resolve()
+
+
+def _swap_folder(folder: Path, texts: dict[str, str]) -> None:
+    """`write_files` for a folder that holds only files of `texts`' names: see there."""
+    token = f"{os.getpid()}.{secrets.token_hex(4)}"
+    new = folder.with_name(f".{folder.name}.new-{token}")
+    old = folder.with_name(f".{folder.name}.old-{token}")
+    os.mkdir(new)
+    moved = False
+    try:
+        os.chmod(new, stat.S_IMODE(folder.stat().st_mode))
+        for name, text in texts.items():
+            (new / name).write_text(text)
+            if (folder / name).exists():
+                os.chmod(new / name, stat.S_IMODE((folder / name).stat().st_mode))
+        if any(folder.iterdir()):
+            os.rename(folder, old)
+            moved = True
+        os.rename(new, folder)  # over an empty folder: one atomic step
+    except BaseException:
+        if moved and not folder.exists():
+            os.rename(old, folder)
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if moved:  # the old files only: anything else that came meanwhile stays, and its folder
+        for name in texts:
+            (old / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            old.rmdir()
 
 
 # =========================================================================== labels

@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from az_jax import MAX_SEED
+from az_jax.argtypes import integer
 from az_jax.eval import solver_sets
 from az_jax.eval.connect4_positions import (
     _BITBULLY_HINT,
@@ -530,19 +531,6 @@ def _evaluate(args) -> None:
     print("\n" + format_horizons(rows))
 
 
-def _seed(text: str) -> int:
-    """An argparse type: a seed from 0 to MAX_SEED, as every command line's (az_jax.cli's
-    `integer`; that front-end module is a layer above this one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: give an integer from 0 "
-                                         f"to {MAX_SEED}")
-    return value
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m az_jax.eval.solver_bench",
@@ -569,7 +557,7 @@ def main(argv=None) -> int:
         "Deterministic for a given seed (on the same jax version).")
     ms.add_argument("--out", required=True, help="output directory (created)")
     ms.add_argument("--per-set", type=int, default=200, help="positions per set (200)")
-    ms.add_argument("--seed", type=_seed, default=0)
+    ms.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
     ms.add_argument("--games-scale", type=float, default=1.0,
                     help="multiply the recipe's games per source (1.0; e.g. 0.1 to try)")
     ms.add_argument("--model", default="connect4",
@@ -593,7 +581,7 @@ def main(argv=None) -> int:
     ev.add_argument("--sims", type=_sims_list, default=None, metavar="N[,N...]",
                     help="search simulations, comma-separated for several (default: the "
                          "run's eval.num_simulations)")
-    ev.add_argument("--seed", type=_seed, default=0)
+    ev.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:

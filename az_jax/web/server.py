@@ -24,6 +24,11 @@ it, for the side that searched, in [-1, 1]) and `win_rate` the same as an expect
 `root_value` is the search's average over all it visited; `weights` is the search's policy
 per action (Gumbel search: the improved policy, whose visit counts follow a fixed schedule;
 PUCT: the visit share), named by `weight_label`.
+
+`sims` (1 to --max-sims) is rounded down to one of /api/info's `sims.choices` (the standard
+counts up to --max-sims, the default and --max-sims itself; below the smallest, that one):
+each count searched compiles a program kept for the server's life, so a client cannot make
+one per value. A game's `sims` in every answer is the count its searches use.
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ class Games:
         elif not 1 <= sims <= self.max_sims:
             raise ValueError(f"sims must be in 1..max_sims ({self.max_sims}), got {sims}")
         self.sims = int(sims)
+        # The only counts searched: each compiles its own program (seconds, and memory kept
+        # for the server's life), so requests snap to these, not one program per value.
+        self.choices = sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
+                              | {self.sims, self.max_sims})
         self.max_games = int(max_games)
         self._games: OrderedDict[str, Game] = OrderedDict()
         self._lock = threading.Lock()
@@ -111,9 +120,7 @@ class Games:
             "sides": list(self._side_names),
             "move_help": self.env.move_help,
             "side_move_help": [self.env.side_move_help(p) for p in (0, 1)],
-            "sims": {"default": self.sims, "max": self.max_sims,
-                     "choices": sorted({s for s in SIMS_CHOICES if s <= self.max_sims}
-                                       | {self.sims})},
+            "sims": {"default": self.sims, "max": self.max_sims, "choices": self.choices},
             "geometry": geometry.describe(self.env),
         }
 
@@ -140,7 +147,8 @@ class Games:
         if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= self.max_sims:
             raise ApiError(400, f"sims must be an integer from 1 to {self.max_sims}, "
                                 f"got {_show(sims)}")
-        return sims
+        # Rounded down to a choice (never more search than asked), the smallest one below it.
+        return max((c for c in self.choices if c <= sims), default=self.choices[0])
 
     def _human(self, body: dict) -> int:
         from az_jax import agent as agent_lib
@@ -522,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m az_jax.web", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_source_args(p)
-    p.add_argument("--host", default="127.0.0.1",
+    p.add_argument("--host", type=cli.host, default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 opens it to the network)")
     p.add_argument("--port", type=int, default=8000,
@@ -534,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the page offers others")
     p.add_argument("--max-sims", type=cli.integer(1, cli.MAX_SIMULATIONS), default=4096,
                    metavar="N",
-                   help="the most simulations a request may ask for (default 4096)")
+                   help="the most simulations a request may ask for (default 4096); a "
+                        "request's count is rounded down to the page's choices")
     p.add_argument("--max-games", type=cli.integer(1), default=256, metavar="N",
                    help="games kept in memory; the least recently used go first "
                         "(default 256)")
