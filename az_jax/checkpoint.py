@@ -194,7 +194,7 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False,
                 f"no checkpoints in {directory}: train first (python train.py --workdir "
                 f"{workdir}) or pass the workdir of a trained run")
         opts = ocp.CheckpointManagerOptions(read_only=True, create=False)
-        return ocp.CheckpointManager(directory, options=opts, item_handlers=_handlers(True))
+        return ocp.CheckpointManager(directory, options=opts, handler_registry=_registry())
     try:
         directory.mkdir(parents=True, exist_ok=True)
         # One probe per process: on a shared filesystem every host runs this at once.
@@ -208,15 +208,29 @@ def manager(workdir: str | os.PathLike, keep: int = 3, read_only: bool = False,
         raise OSError(f"cannot write checkpoints to {directory}: {e.strerror}. "
                       "Choose another --workdir or fix its permissions.") from e
     return ocp.CheckpointManager(directory, options=_options(keep, every),
-                                 item_handlers=_handlers())
+                                 handler_registry=_registry())
 
 
-def _handlers(read_only: bool = False) -> dict:
-    # A reader's state handler is the PyTree one that the standard one wraps (the same files
-    # on disk): it can read a part of the state alone (`restore`, the network of a run).
-    state = ocp.PyTreeCheckpointHandler() if read_only else ocp.StandardCheckpointHandler()
-    return {"state": state, "replay": ocp.StandardCheckpointHandler(),
-            "meta": ocp.JsonCheckpointHandler()}
+def _registry():
+    """Each item's handlers, by the arguments a save or restore passes, for readers and
+    writers alike.
+
+    The state is written by the standard handler (`StandardSave`). `PyTreeRestore` reads it
+    with the PyTree handler that the standard one wraps (the same files on disk), which can
+    leave parts of it unread: the network alone (`restore`), or only the keys a resumed run
+    keeps (`restore_latest`). The standard handler is registered last, so a checkpoint's
+    metadata names it for the state, as it always has."""
+    registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
+    registry.add("state", ocp.args.PyTreeRestore, ocp.PyTreeCheckpointHandler())
+    for name, save, read, handler in (
+            ("state", ocp.args.StandardSave, ocp.args.StandardRestore,
+             ocp.StandardCheckpointHandler()),
+            ("replay", ocp.args.StandardSave, ocp.args.StandardRestore,
+             ocp.StandardCheckpointHandler()),
+            ("meta", ocp.args.JsonSave, ocp.args.JsonRestore, ocp.JsonCheckpointHandler())):
+        registry.add(name, save, handler)
+        registry.add(name, read, handler)
+    return registry
 
 
 def env_meta(env) -> dict:
@@ -399,7 +413,7 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
         warning; the optional items that fit still restore.
 
     Keys the checkpoint has and `target_state` lacks (e.g. pending plies, when the run no
-    longer keeps them) are read and left out.
+    longer keeps them) are left unread: they cost no memory.
 
     Returns:
       (iteration, state, replay or None, meta), or None when there is no checkpoint, or
@@ -420,8 +434,7 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
             try:
                 with _quiet_failure():
                     out = mngr.restore(step, args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(
-                            dict(target, **_extras(mngr, step, target))),
+                        state=_restore_args(dict(target, **_unread(mngr, step, target))),
                         meta=ocp.args.JsonRestore()))
                 out = {"state": {k: v for k, v in out["state"].items() if k in target},
                        "meta": out["meta"]}
@@ -439,6 +452,11 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
             warnings.warn(f"checkpoint {step}: its {', '.join(held)} do not fit this run "
                           f"(other shapes); they start afresh", stacklevel=2)
         buffer = None
+        # The replay's read peaks at about twice its size in host memory (measured on CPU):
+        # orbax writes each array as one zstd chunk, which tensorstore decodes into a buffer
+        # of its own and then copies into orbax's staging array; jax.device_put then copies
+        # that (on CPU, into host memory again). Smaller chunks (`SaveArgs.chunk_byte_size`)
+        # would spare a GPU host the first copy, not a CPU run the second.
         if replay_target is not None and _has_item(mngr, step, "replay"):
             try:
                 with _quiet_failure():
@@ -470,15 +488,23 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {first[:200]}"
 
 
-def _extras(mngr, step: int, target: dict) -> dict:
-    """Abstract arrays (on one local device) for the saved state's keys not in `target`:
-    orbax restores only whole trees, so they are read and dropped."""
+def _unread(mngr, step: int, target: dict) -> dict:
+    """The saved state's keys not in `target`, each leaf an orbax placeholder: left unread
+    (and returned as placeholders). The rest of the saved tree must match the target, as in
+    a restore of the whole state: a key the checkpoint lacks still fails."""
     try:
         saved = mngr.item_metadata(step)["state"]
         extra = {k: v for k, v in saved.items() if k not in target}
     except Exception:  # noqa: BLE001 - unreadable metadata: the restore itself will say
         return {}
-    return _on_one_device(extra)
+    return jax.tree.map(lambda _: ocp.PLACEHOLDER, extra)
+
+
+def _restore_args(item: dict):
+    """A state restore into `item`'s arrays (their shardings and shapes, strictly), reading
+    nothing for its placeholders (`PyTreeRestore`: `StandardRestore` takes none)."""
+    return ocp.args.PyTreeRestore(
+        item, restore_args=ocp.checkpoint_utils.construct_restore_args(item))
 
 
 def _on_one_device(saved):

@@ -320,3 +320,50 @@ def test_a_front_end_reads_the_network_alone(tmp_path):
     assert len(read.files) == len(saved) > 2
     for i, x in enumerate(saved):
         np.testing.assert_array_equal(read[f"arr_{i}"], np.asarray(x))
+
+
+def test_a_resume_leaves_the_state_it_no_longer_keeps_unread(tmp_path):
+    """`restore_latest` (the trainer's resume) reads only the keys of its target: saved
+    pending plies of 256 MB that the run no longer keeps cost a real process less than half
+    of that at its peak (orbax placeholders; reading them and dropping them cost it all), and
+    the keys it keeps come back whole. The files are what the standard handler always wrote:
+    the checkpoint's metadata names it for the state."""
+    import jax.numpy as jnp
+
+    kept = {"train_state": {"w": jnp.arange(1000, dtype=jnp.float32)},
+            "games": {"board": jnp.ones((4, 9), jnp.int8), "turn": jnp.int32(3)}}
+    big = jnp.arange(64 * 1024 * 1024, dtype=jnp.float32).reshape(64, 1024, 1024)  # 256 MB
+    pending = {"plies": big, "count": jnp.arange(64, dtype=jnp.int32)}
+    checkpoint.save(checkpoint.manager(tmp_path), 1, dict(kept, pending=pending),
+                    {"config": {}, "iteration": 1})
+    del big, pending
+    step_meta = json.loads((tmp_path / checkpoint.SUBDIR / "1" / "_CHECKPOINT_METADATA")
+                           .read_text())
+    assert step_meta["item_handlers"]["state"].endswith(".StandardCheckpointHandler")
+    probe = (  # VmHWM: the peak resident memory of this process (ru_maxrss keeps pytest's)
+        "import re, sys, jax, jax.numpy as jnp, numpy as np\n"
+        "from az_jax import checkpoint\n"
+        "peak = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1])\n"
+        "target = {'train_state': {'w': jnp.zeros(1000)},\n"
+        "          'games': {'board': jnp.zeros((4, 9), jnp.int8), 'turn': jnp.int32(0)}}\n"
+        "mngr = checkpoint.manager(sys.argv[1])\n"
+        "jax.block_until_ready(target)\n"
+        "before = peak()\n"
+        "step, state, replay, meta = checkpoint.restore_latest(mngr, target)\n"
+        "jax.block_until_ready(state)\n"
+        "grew = (peak() - before) // 1024\n"
+        "assert (step, replay, meta['iteration'], sorted(state)) == (1, None, 1, sorted(target))\n"
+        "np.savez(sys.argv[2], *map(np.asarray, jax.tree.leaves(state)))\n"
+        "print(grew)\n")
+    out = tmp_path / "state.npz"
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    grew_mb = int(proc.stdout.split()[-1])
+    assert grew_mb < 128, f"resuming grew the process by {grew_mb} MB"
+    read = np.load(out)
+    saved = jax.tree.leaves(kept)
+    assert len(read.files) == len(saved)
+    for i, x in enumerate(saved):
+        np.testing.assert_array_equal(read[f"arr_{i}"], np.asarray(x))
