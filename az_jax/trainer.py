@@ -635,9 +635,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
              f"train.minutes existed, so it keeps its {fitted} iterations and their "
              "learning-rate schedule (--config.train.num_iterations=N gives it another "
              "length)", is_writer, bar)
-    elif fitted is not None:
-        setup = _fit_length(setup, min(fitted, config.train.num_iterations),
-                            "the length this run was given", is_writer, bar)
+    elif fitted is not None:  # kept as it is, above this command's train.num_iterations too
+        # (a length given on a command line earlier, which the config's default would cut)
+        setup = _fit_length(setup, fitted, "the length this run was given", is_writer, bar)
         fitted = meta["fitted_iterations"] = setup.config.train.num_iterations
     num_iterations = setup.config.train.num_iterations
     if start >= num_iterations:  # resumed at (or past) its length: say so, not just exit
@@ -669,8 +669,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     # The evaluator's engines (Gomocup brains) get END however training ends.
     closing = contextlib.closing(evaluator) if evaluator is not None else contextlib.nullcontext()
     with _StopRequest() as stop, closing:
-        for it in range(start, config.train.num_iterations):
-            if it >= num_iterations:  # (a resumed run that had reached its fitted length)
+        # To the run's length: the fit below may shorten it, never lengthen it.
+        for it in range(start, num_iterations):
+            if it >= num_iterations:  # (fitted in this process, shorter)
                 break
             t0 = time.perf_counter()
             key, eval_key = jax.random.split(jax.random.fold_in(loop_key, it))

@@ -2,6 +2,7 @@
 wall-clock budget, after its first iterations, and kept when the run resumes."""
 
 import json
+import shutil
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -107,12 +108,19 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
     assert "nothing to train" not in capsys.readouterr().out
     assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, n + 2)
     # The budget's command again keeps that length: no fit from the middle of the run,
-    # which would give it another schedule there.
-    trainer.train_and_evaluate(_config(train__num_iterations=n + 4, train__minutes=60.0),
+    # which would give it another schedule there, and no cut to the command's own
+    # train.num_iterations (as the config's default is below a length given by hand).
+    trainer.train_and_evaluate(_config(train__num_iterations=n, train__minutes=60.0),
                                str(tmp_path))
     assert _iterations(tmp_path) == list(range(1, n + 3))
     assert f"nothing to train: the run is at iteration {n + 2} and its length is {n + 2}" in (
         capsys.readouterr().out)
+    # Resumed before its end (the last save lost, as by a kill just before it), the same
+    # command trains on to that length.
+    shutil.rmtree(tmp_path / "checkpoints" / str(n + 2))
+    trainer.train_and_evaluate(_config(train__num_iterations=n, train__minutes=60.0),
+                               str(tmp_path))
+    assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, n + 2)
 
 
 @pytest.mark.slow
