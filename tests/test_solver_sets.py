@@ -1,6 +1,7 @@
 """Stratified Connect4 solver sets: phase / difficulty labels against hand-worked positions
 and bitbully, the shipped sets' invariants, and the generator on a tiny recipe."""
 
+import errno
 import importlib.util
 import os
 import signal
@@ -331,6 +332,55 @@ def test_make_sets_files_are_replaced_all_or_none_even_when_killed(tmp_path):
         outcomes.append((proc.returncode == 0, out.exists()))
     assert outcomes[-1] == (True, True)  # not killed: the new sets in place
     assert (tmp_path / "10" / "sets" / names[0]).read_text().startswith("new ")
+
+
+def test_make_sets_writes_in_place_where_a_new_folder_would_be_noticed(tmp_path, monkeypatch):
+    """The folder swap is only for a folder nobody notices being replaced. Where the process
+    works in it (a shell there was left in the removed old folder, seeing nothing), where
+    the system refuses the rename (a mount point, EBUSY: the swap raised after the whole
+    solver run), or where another user owns it (the new folder was this process's), the
+    nine files are replaced one by one in the same folder: the same inode and owner."""
+    names = [f"{p}_{d}.txt" for p in solver_sets.PHASES for d in solver_sets.DIFFICULTIES]
+
+    def fresh(tag):
+        out = tmp_path / tag / "sets"
+        out.mkdir(parents=True)
+        for name in names:
+            (out / name).write_text(f"old {name}\n")
+        return out, out.stat().st_ino
+
+    def replaced_in_place(out, inode):
+        assert out.stat().st_ino == inode
+        assert sorted(f.name for f in out.iterdir()) == sorted(names)  # no temporary left
+        assert all((out / n).read_text() == f"new {n}\n" for n in names)
+        assert list(out.parent.iterdir()) == [out]  # no .sets.new-* or .sets.old-* beside it
+
+    out, inode = fresh("cwd")
+    monkeypatch.chdir(out)  # make-sets --out . run in the sets' folder
+    connect4_positions.write_files({Path(n): f"new {n}\n" for n in names})
+    assert os.listdir(".")  # still the folder the files are in
+    monkeypatch.chdir(tmp_path)
+    replaced_in_place(out, inode)
+
+    out, inode = fresh("busy")
+    rename = os.rename
+
+    def busy(src, dst):  # what the kernel answers for a mount point
+        if Path(src).is_dir():
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(src))
+        return rename(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "rename", busy)
+        connect4_positions.write_files({out / n: f"new {n}\n" for n in names})
+    replaced_in_place(out, inode)
+
+    if os.geteuid() == 0:  # root can hand the folder to another user
+        out, inode = fresh("owner")
+        os.chown(out, 4321, 4321)
+        connect4_positions.write_files({out / n: f"new {n}\n" for n in names})
+        replaced_in_place(out, inode)
+        assert (out.stat().st_uid, out.stat().st_gid) == (4321, 4321)
 
 
 def test_write_positions_writes_only_what_read_positions_reads(tmp_path):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import os
 import random as _random
@@ -213,7 +214,9 @@ def write_files(texts: dict) -> None:
     and the old group waits beside it as `.<folder>.old-*`; a kill while writing leaves a
     partial `.<folder>.new-*` beside it, which nothing reads).
 
-    Otherwise each text goes to a temporary file beside its path (with the mode of the file
+    Otherwise (other files there, or a folder that cannot be swapped unnoticed:
+    `_owned_folder`, or whose rename the system refuses) each text goes to a temporary
+    file beside its path (with the mode of the file
     it replaces), and only once all are written do they replace their paths, each by an
     atomic rename: an error while writing (a full disk) leaves every path as it was; only
     the renames, last, could stop half-way (a kill, a path that is a folder).
@@ -223,9 +226,8 @@ def write_files(texts: dict) -> None:
         if not path.parent.is_dir():
             raise FileNotFoundError(f"no folder {path.parent} to write {path.name} in")
     folder = _owned_folder(paths)
-    if folder is not None:
-        _swap_folder(folder, {path.name: text for path, text in zip(paths, texts.values(),
-                                                                    strict=True)})
+    if folder is not None and _swap_folder(
+            folder, {path.name: text for path, text in zip(paths, texts.values(), strict=True)}):
         return
     tmps = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths}
     try:
@@ -243,13 +245,21 @@ def write_files(texts: dict) -> None:
 
 def _owned_folder(paths: list[Path]) -> Path | None:
     """The one folder of `paths` when they are several, it is a real folder (no link) that
-    holds nothing but plain files of their names, and its parent takes a new folder;
+    holds nothing but plain files of their names, and another folder can take its place
+    unnoticed: its parent takes a new folder, it is no mount point (which cannot be
+    renamed), this process owns it (a new folder would be this process's, not its owner's)
+    and does not work in it (a shell there would be left in the removed old folder);
     None otherwise."""
     folders = {path.parent.resolve() for path in paths}
     if len(paths) < 2 or len(folders) != 1 or len({p.name for p in paths}) != len(paths):
         return None
     folder = paths[0].parent
     if folder.is_symlink() or not os.access(folder.resolve().parent, os.W_OK | os.X_OK):
+        return None
+    real = folder.resolve()
+    here = Path.cwd().resolve()
+    if (os.path.ismount(real) or real.stat().st_dev != real.parent.stat().st_dev
+            or real.stat().st_uid != os.geteuid() or real == here or real in here.parents):
         return None
     names = {path.name for path in paths}
     for entry in folder.iterdir():
@@ -258,8 +268,10 @@ def _owned_folder(paths: list[Path]) -> Path | None:
     return folder.resolve()
 
 
-def _swap_folder(folder: Path, texts: dict[str, str]) -> None:
-    """`write_files` for a folder that holds only files of `texts`' names: see there."""
+def _swap_folder(folder: Path, texts: dict[str, str]) -> bool:
+    """`write_files` for a folder that holds only files of `texts`' names: see there. False,
+    with everything as it was, where the system refuses a rename (`write_files` then writes
+    file by file)."""
     token = f"{os.getpid()}.{secrets.token_hex(4)}"
     new = folder.with_name(f".{folder.name}.new-{token}")
     old = folder.with_name(f".{folder.name}.old-{token}")
@@ -275,16 +287,23 @@ def _swap_folder(folder: Path, texts: dict[str, str]) -> None:
             os.rename(folder, old)
             moved = True
         os.rename(new, folder)  # over an empty folder: one atomic step
-    except BaseException:
+    except BaseException as e:
         if moved and not folder.exists():
             os.rename(old, folder)
         shutil.rmtree(new, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in _REFUSED:
+            return False
         raise
     if moved:  # the old files only: anything else that came meanwhile stays, and its folder
         for name in texts:
             (old / name).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             old.rmdir()
+    return True
+
+
+# A rename of a folder the system refuses (busy, another filesystem, not permitted).
+_REFUSED = (errno.EBUSY, errno.EXDEV, errno.EPERM, errno.EACCES)
 
 
 # =========================================================================== labels

@@ -147,7 +147,8 @@ class Games:
         if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= self.max_sims:
             raise ApiError(400, f"sims must be an integer from 1 to {self.max_sims}, "
                                 f"got {_show(sims)}")
-        # Rounded down to a choice (never more search than asked), the smallest one below it.
+        # Rounded down to a choice (no more search than asked, but for a count below the
+        # smallest choice, which gets that one).
         return max((c for c in self.choices if c <= sims), default=self.choices[0])
 
     def _human(self, body: dict) -> int:
