@@ -33,9 +33,8 @@ def seconds(text: str, high: float = MAX_SECONDS) -> float:
 def host(text: str) -> str:
     """An argparse type: an address or a host name to listen on ("": every interface). A
     name DNS cannot hold (a part between dots empty or over 63 characters, or the whole over
-    253) is a one-line
-    error saying what to give, before anything loads (it was an IDNA codec error, or a
-    traceback for a long non-ASCII part)."""
+    253) is a one-line error saying what to give, before anything loads (it was an IDNA
+    codec error, or a traceback for a long non-ASCII part)."""
     if not text:  # as socket has it: every interface
         return text
     with contextlib.suppress(ValueError):
