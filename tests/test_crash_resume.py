@@ -298,28 +298,37 @@ def test_a_front_end_reads_the_network_alone(tmp_path):
     big = jnp.arange(64 * 1024 * 1024, dtype=jnp.float32).reshape(64, 1024, 1024)  # 256 MB
     checkpoint.save(checkpoint.manager(tmp_path), 1, {"train_state": state, "games": big}, meta)
     del big
-    probe = (  # VmHWM: the peak resident memory of this process (ru_maxrss keeps pytest's)
-        "import re, sys, jax, jax.numpy as jnp, numpy as np, orbax.checkpoint\n"
+    grew_mb, read = _peak_growth(tmp_path, "jnp.zeros(1).block_until_ready()",
+                                 "checkpoint.restore(sys.argv[1]).variables")
+    assert grew_mb < 128, f"restoring the network grew the process by {grew_mb} MB"
+    saved = jax.tree.leaves({"params": state.params, "batch_stats": state.batch_stats})
+    assert len(read) == len(saved) > 2
+    for got, x in zip(read, saved, strict=True):
+        np.testing.assert_array_equal(got, np.asarray(x))
+
+
+def _peak_growth(tmp_path, setup: str, restore: str):
+    """Runs `setup`, then `restore` (an expression of what was read, a pytree; `sys.argv[1]`
+    is `tmp_path`) in a new process: by how many MB its peak memory (VmHWM; ru_maxrss
+    would keep pytest's) grew in `restore`, and the leaves read."""
+    probe = (
+        "import re, sys, jax, jax.numpy as jnp, numpy as np\n"
         "from az_jax import checkpoint\n"
         "peak = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1])\n"
-        "jnp.zeros(1).block_until_ready()\n"
+        f"{setup}\n"
         "before = peak()\n"
-        "r = checkpoint.restore(sys.argv[1])\n"
-        "jax.block_until_ready(r.variables)\n"
-        "np.savez(sys.argv[2], *map(np.asarray, jax.tree.leaves(r.variables)))\n"
-        "print((peak() - before) // 1024)\n")
-    out = tmp_path / "variables.npz"
+        f"read = jax.block_until_ready({restore})\n"
+        "grew = (peak() - before) // 1024\n"
+        "np.savez(sys.argv[2], *map(np.asarray, jax.tree.leaves(read)))\n"
+        "print(grew)\n")
+    out = tmp_path / "read.npz"
     proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(out)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    grew_mb = int(proc.stdout.split()[-1])
-    assert grew_mb < 128, f"restoring the network grew the process by {grew_mb} MB"
-    saved = jax.tree.leaves({"params": state.params, "batch_stats": state.batch_stats})
-    read = np.load(out)
-    assert len(read.files) == len(saved) > 2
-    for i, x in enumerate(saved):
-        np.testing.assert_array_equal(read[f"arr_{i}"], np.asarray(x))
+    with np.load(out) as read:
+        leaves = [read[f"arr_{i}"] for i in range(len(read.files))]
+    return int(proc.stdout.split()[-1]), leaves
 
 
 def test_a_resume_leaves_the_state_it_no_longer_keeps_unread(tmp_path):
@@ -340,30 +349,17 @@ def test_a_resume_leaves_the_state_it_no_longer_keeps_unread(tmp_path):
     step_meta = json.loads((tmp_path / checkpoint.SUBDIR / "1" / "_CHECKPOINT_METADATA")
                            .read_text())
     assert step_meta["item_handlers"]["state"].endswith(".StandardCheckpointHandler")
-    probe = (  # VmHWM: the peak resident memory of this process (ru_maxrss keeps pytest's)
-        "import re, sys, jax, jax.numpy as jnp, numpy as np\n"
-        "from az_jax import checkpoint\n"
-        "peak = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1])\n"
-        "target = {'train_state': {'w': jnp.zeros(1000)},\n"
-        "          'games': {'board': jnp.zeros((4, 9), jnp.int8), 'turn': jnp.int32(0)}}\n"
-        "mngr = checkpoint.manager(sys.argv[1])\n"
-        "jax.block_until_ready(target)\n"
-        "before = peak()\n"
-        "step, state, replay, meta = checkpoint.restore_latest(mngr, target)\n"
-        "jax.block_until_ready(state)\n"
-        "grew = (peak() - before) // 1024\n"
-        "assert (step, replay, meta['iteration'], sorted(state)) == (1, None, 1, sorted(target))\n"
-        "np.savez(sys.argv[2], *map(np.asarray, jax.tree.leaves(state)))\n"
-        "print(grew)\n")
-    out = tmp_path / "state.npz"
-    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(out)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    grew_mb = int(proc.stdout.split()[-1])
+    setup = ("target = {'train_state': {'w': jnp.zeros(1000)},\n"
+             "          'games': {'board': jnp.zeros((4, 9), jnp.int8), 'turn': jnp.int32(0)}}\n"
+             "mngr = checkpoint.manager(sys.argv[1])\n"
+             "jax.block_until_ready(target)")
+    # (step, the state, the replay, the meta's iteration): 1, the kept keys, None, 1.
+    restore = "(lambda r: (r[0], r[1], r[2], r[3]['iteration']))(" \
+        "checkpoint.restore_latest(mngr, target))"
+    grew_mb, read = _peak_growth(tmp_path, setup, restore)
     assert grew_mb < 128, f"resuming grew the process by {grew_mb} MB"
-    read = np.load(out)
     saved = jax.tree.leaves(kept)
-    assert len(read.files) == len(saved)
-    for i, x in enumerate(saved):
-        np.testing.assert_array_equal(read[f"arr_{i}"], np.asarray(x))
+    assert [int(read[0]), int(read[-1])] == [1, 1]  # the step and the meta's iteration
+    assert len(read) == len(saved) + 2  # the state's leaves, no replay (None), no pending
+    for got, x in zip(read[1:-1], saved, strict=True):
+        np.testing.assert_array_equal(got, np.asarray(x))
