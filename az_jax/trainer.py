@@ -502,6 +502,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
     Returns the last iteration's metrics.
     """
+    lock = runs.Lock()  # process 0 holds the run's folder while it trains it
+    try:
+        return _train_and_evaluate(config, workdir, devices, started, lock)
+    finally:
+        lock.release()
+
+
+def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> dict:
     from az_jax import plots
 
     started = time.monotonic() if started is None else started
@@ -511,6 +519,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     setup = make_setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
+    busy = None  # another process training this folder: every process stops, none writes
+    if is_writer:
+        try:
+            lock.take(workdir)
+        except ValueError as e:
+            busy = e
+    if _any_process(busy is not None):
+        raise busy or ValueError(f"process 0 of this run found another process training "
+                                 f"{workdir} (its error says more); nothing was written")
     if config.log.tensorboard:  # a missing package stops every process before any write
         missing = None  # (only process 0 writes events: the others wait for its answer)
         if is_writer:
@@ -609,6 +626,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
              + (f", network from {source}" if init is not None else ""), is_writer)
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
+            lock.take(workdir)  # (a new folder, or the one a restart made after the move)
             runs.write_config(workdir, config)
     if buffer_state is None:  # freed for a replay that did not restore: empty again
         buffer_state = setup.empty_buffer()
@@ -628,7 +646,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     bar = _progress(config, start, is_writer)
     if not minutes:  # train.num_iterations rules, and is the run's length from now on: a
         # later command with a budget keeps it (a fit from the middle would cut its schedule)
+        was = fitted if fitted is not None else _saved_length(restored)
         fitted = meta["fitted_iterations"] = config.train.num_iterations
+        if was is not None and was != fitted and start < fitted:  # never silently
+            _log(f"the run's length changes from {was} to {fitted} iterations (this "
+                 f"command's train.num_iterations): its learning-rate schedule is rescaled "
+                 f"to {fitted} from iteration {start} on. To keep {was}, stop and run "
+                 f"again with --config.train.num_iterations={was}", is_writer, bar)
     elif older:  # fitting it now would cut its schedule short mid-run
         fitted = meta["fitted_iterations"] = config.train.num_iterations
         _log(f"train.minutes={minutes:g} is not applied: this run was made before "
@@ -854,6 +878,14 @@ def init_variables(source: str, setup: Setup) -> dict:
     # Host copies: the restored arrays are committed to one device, which a run on a mesh
     # of several devices cannot take as they are.
     return jax.tree.map(np.asarray, restored.variables)
+
+
+def _saved_length(restored) -> int | None:
+    """The length in a restored checkpoint's config (None: no checkpoint, or none kept)."""
+    if restored is None:
+        return None
+    n = ((restored[3].get("config") or {}).get("train") or {}).get("num_iterations")
+    return n if isinstance(n, int) else None
 
 
 def _move_aside(workdir: str, why: str, is_writer: bool) -> None:

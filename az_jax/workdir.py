@@ -15,10 +15,10 @@ never deleted) and starts a new one in the workdir.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
-import shutil
 from pathlib import Path
 
 import ml_collections
@@ -52,6 +52,58 @@ class RunMismatch(ValueError):
     def __init__(self, message: str, reason: str = ""):
         super().__init__(message)
         self.reason = reason or message
+
+
+class Lock:
+    """Exclusive locks (`flock`) on run folders, held by the process that trains them
+    until `release()` (or its exit, a SIGKILL included: the system drops them).
+
+    A second `train.py` on a folder another process is training (the same command started
+    twice, a requeued job) stops with one line before it writes anything: two writers of
+    one run would delete each other's saves under way and log every iteration twice. The
+    lock is on the folder itself, so nothing is written for it, and it moves with the
+    folder (`move_aside`): take it again on the new run's folder once that exists. Where
+    the filesystem has no locks, the run goes on unguarded.
+    """
+
+    def __init__(self):
+        self._fds: list[int] = []
+
+    def take(self, workdir) -> None:
+        """Locks `workdir` if it exists; ValueError if another process holds it."""
+        try:
+            import fcntl
+        except ImportError:  # (not a POSIX system)
+            return
+        try:
+            fd = os.open(workdir, os.O_RDONLY)
+        except OSError:  # none yet (a new run's folder is locked once made), or unreadable
+            return
+        held = {_identity(f) for f in self._fds}
+        if _identity(fd) in held:  # this process holds it already (a second flock on a
+            os.close(fd)           # descriptor of its own would find it taken)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ValueError(
+                    f"another process is training the run in {workdir} right now (it holds "
+                    f"the folder's lock). Nothing was written. Wait for it to end or stop "
+                    f"it, then run this command again to resume; or pass another "
+                    f"--workdir.") from None
+            return  # a filesystem without locks (ENOLCK, EINVAL): unguarded
+        self._fds.append(fd)
+
+    def release(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())  # closing the last descriptor drops the lock
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def _flatten(tree, prefix: str = "") -> dict:
@@ -260,6 +312,9 @@ def move_aside(workdir) -> Path:
     target = aside_path(workdir)
     try:
         os.rename(workdir, target)
-    except OSError:  # e.g. the workdir is a mount point
-        shutil.move(str(workdir), str(target))
+    except OSError as e:  # a mount point, a folder in use, no permission: never copied
+        raise ValueError(  # (a copy of the whole run, replays included, could fill a disk)
+            f"cannot move the run in {workdir} aside to {target} ({e.strerror}; a mount "
+            f"point cannot be renamed). Nothing was moved or written. Move its contents "
+            f"yourself, or pass another --workdir.") from None
     return target

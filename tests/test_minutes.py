@@ -105,7 +105,14 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
         capsys.readouterr().out)
     # A fixed length instead trains on to it, and becomes the run's length.
     trainer.train_and_evaluate(_config(train__num_iterations=n + 2), str(tmp_path))
-    assert "nothing to train" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "nothing to train" not in out
+    # ... and says so: the schedule changes from here (a plain GPU command after a length
+    # given by hand would take the config's instead, and nothing said it).
+    assert (f"the run's length changes from {n} to {n + 2} iterations (this command's "
+            f"train.num_iterations): its learning-rate schedule is rescaled to {n + 2} from "
+            f"iteration {n} on. To keep {n}, stop and run again with "
+            f"--config.train.num_iterations={n}") in out
     assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, n + 2)
     # The budget's command again keeps that length: no fit from the middle of the run,
     # which would give it another schedule there, and no cut to the command's own
@@ -120,6 +127,7 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
     shutil.rmtree(tmp_path / "checkpoints" / str(n + 2))
     trainer.train_and_evaluate(_config(train__num_iterations=n, train__minutes=60.0),
                                str(tmp_path))
+    assert "length changes" not in capsys.readouterr().out
     assert _iterations(tmp_path) == list(range(1, n + 3)) and _fitted(tmp_path) == (n + 2, n + 2)
 
 

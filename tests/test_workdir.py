@@ -513,6 +513,10 @@ def test_restart_on_dot_moves_a_bad_config_aside_and_a_resume_keeps_the_saved_re
     assert (tmp_path / "run.old-1" / "config.json").read_text() == "not json"
     assert json.loads((run / "config.json").read_text())["env"]["id"] == "tictactoe"
     assert not list(run.glob(".config.json*"))  # write_config's temporary file: gone
+    probe = runs.Lock()  # the run's locks, on both folders, dropped on return
+    for folder in (run, tmp_path / "run.old-1"):
+        probe.take(folder)  # (raises where a lock is still held)
+    probe.release()
 
     c.train.num_iterations, c.checkpoint.save_replay = 2, False
     trainer.train_and_evaluate(c, str(run))
@@ -571,3 +575,69 @@ def test_a_bad_init_from_leaves_a_run_that_does_not_restore_in_place(tmp_path):
     with pytest.raises(ValueError, match="train.init_from='model:nope'"):
         trainer.train_and_evaluate(c, str(run))
     assert _snapshot(run) == before and not (tmp_path / "run.old-1").exists()
+
+
+def test_a_folder_another_process_trains_is_refused(tmp_path):
+    """Two `train.py` on one folder (the same command started twice) would delete each
+    other's saves under way and log every iteration twice: the second stops with one line
+    while the first holds the folder's lock (a real flock, here from a descriptor of this
+    process, as another process's would be). Released: see the restart test above."""
+    import fcntl
+
+    from az_jax import trainer
+    from configs import tictactoe
+    from tests.tiny import make_run, tiny_training
+
+    run = make_run(tmp_path / "run", "tictactoe")
+    before = _snapshot(run)
+    c = tiny_training(tictactoe.get_config(), checkpoint__restart=True)
+    other = os.open(run, os.O_RDONLY)  # "the first process"
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(ValueError, match=r"another process is training the run in .*run "
+                                         r"right now.*Nothing was written.*--workdir"):
+        trainer.train_and_evaluate(c, str(run))  # restart=True moves nothing either
+    assert _snapshot(run) == before and not (tmp_path / "run.old-1").exists()
+    os.close(other)
+
+
+def test_a_lock_moves_with_its_folder_and_the_new_folder_is_locked_anew(tmp_path):
+    """`Lock`: one holder per folder; taking a folder it holds again is no conflict; the
+    lock is on the folder, so a run moved aside stays locked and a new folder at the old
+    path is free until taken."""
+    run = tmp_path / "run"
+    run.mkdir()
+    first, second = runs.Lock(), runs.Lock()
+    first.take(run)
+    first.take(run)  # held already: no error
+    with pytest.raises(ValueError, match="another process is training"):
+        second.take(run)
+    moved = runs.move_aside(run)
+    run.mkdir()
+    second.take(run)  # the new folder: free
+    with pytest.raises(ValueError, match="another process is training"):
+        second.take(moved)  # the moved run: still the first's
+    first.release()
+    second.take(moved)
+    second.release()
+    first.take(tmp_path / "none")  # no folder yet: nothing to lock, no error
+
+
+def test_a_run_that_cannot_be_renamed_is_not_copied_aside(tmp_path, monkeypatch):
+    """A mount point (EBUSY) or another filesystem (EXDEV) refuses the rename: before,
+    the whole run was copied beside it (replays and all, enough to fill a disk) and the
+    mount's contents deleted. Now one clear error, and nothing moves."""
+    import errno
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "x").write_text("kept")
+
+    def refuse(src, dst):
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(src))
+
+    monkeypatch.setattr(runs.os, "rename", refuse)
+    with pytest.raises(ValueError, match=r"cannot move the run in .*run aside to .*run\.old-1 "
+                                         r"\(Device or resource busy; a mount point.*Nothing "
+                                         r"was moved.*--workdir"):
+        runs.move_aside(run)
+    assert (run / "x").read_text() == "kept" and not (tmp_path / "run.old-1").exists()
