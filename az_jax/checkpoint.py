@@ -380,7 +380,7 @@ def _remove_partial(directory: Path, step: int, quiet_s: float = 1.0, max_s: flo
 
 # What every checkpoint's metadata holds (`save`'s callers write them): the readers of
 # `read_meta` index them.
-META_KEYS = ("config", "iteration")
+META_KEYS = ("config", "iteration", "env_id")
 
 
 def read_meta(mngr, step: int) -> dict:
@@ -391,7 +391,12 @@ def read_meta(mngr, step: int) -> dict:
         not written by a training run or `export`): callers skip it like any other.
     """
     meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-    where = Path(mngr.directory) / str(step)
+    return _checked_meta(meta, Path(mngr.directory) / str(step))
+
+
+def _checked_meta(meta, where) -> dict:
+    """`meta` if it is a checkpoint's metadata: a JSON object with `META_KEYS`, a config
+    object and a whole iteration; else ValueError."""
     if not isinstance(meta, dict):
         raise ValueError(f"the metadata of checkpoint {where} is not a JSON object")
     missing = [k for k in META_KEYS if k not in meta]
@@ -399,6 +404,8 @@ def read_meta(mngr, step: int) -> dict:
         raise ValueError(f"the metadata of checkpoint {where} lacks {', '.join(missing)}")
     if not isinstance(meta["config"], dict):
         raise ValueError(f"the metadata of checkpoint {where} has no config object")
+    if not isinstance(meta["iteration"], int) or isinstance(meta["iteration"], bool):
+        raise ValueError(f"the metadata of checkpoint {where} has no whole iteration")
     return meta
 
 
@@ -445,6 +452,11 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
             warnings.warn(f"skipping checkpoint {step} in {mngr.directory}: it does not "
                           f"restore ({_why(mngr, step, layouts[-1], errors[0])})",
                           stacklevel=2)
+            continue
+        try:  # (a hand edit, other code: a KeyError in the caller otherwise)
+            _checked_meta(out["meta"], Path(mngr.directory) / str(step))
+        except ValueError as e:
+            warnings.warn(f"skipping checkpoint {step}: {e}", stacklevel=2)
             continue
         held = sorted(k for k in target_state if k not in out["state"]
                       and k in _saved_keys(mngr, step))
@@ -853,7 +865,7 @@ def load_weights(path, play_env=None) -> Restored:
     try:
         data = serialization.msgpack_restore(path.read_bytes())
         meta = json.loads(data["meta"])
-        missing = [k for k in (*META_KEYS, "env_id") if k not in meta]
+        missing = [k for k in META_KEYS if k not in meta]
         if missing or "variables" not in data:
             raise ValueError(f"it lacks {', '.join(missing or ['the variables'])}")
     except FileNotFoundError:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import ml_collections
+import numpy as np
 import pytest
 
 from az_jax import workdir as runs
@@ -641,3 +642,23 @@ def test_a_run_that_cannot_be_renamed_is_not_copied_aside(tmp_path, monkeypatch)
                                          r"was moved.*--workdir"):
         runs.move_aside(run)
     assert (run / "x").read_text() == "kept" and not (tmp_path / "run.old-1").exists()
+
+
+def test_a_resume_skips_a_checkpoint_whose_metadata_lacks_its_iteration_or_game(tmp_path):
+    """The newest checkpoint's metadata without its iteration and game (a hand edit, other
+    code) is damaged like one that does not read: `restore_latest` (the trainer's resume)
+    skips it with a warning and takes the one before (was a KeyError traceback from
+    train.py)."""
+    import jax
+
+    from az_jax import checkpoint as ckpt
+    from tests.tiny import make_run
+
+    state = ckpt.restore(make_run(tmp_path / "made", "tictactoe"))
+    target = {"train_state": jax.tree.map(np.asarray, dict(state.variables))}
+    mngr = ckpt.manager(tmp_path / "run")
+    ckpt.save(mngr, 1, target, state.meta)
+    ckpt.save(mngr, 2, target, {"config": state.meta["config"]})  # no iteration, no game
+    with pytest.warns(UserWarning, match=r"skipping checkpoint 2: .*lacks iteration, env_id"):
+        step, _, _, meta = ckpt.restore_latest(mngr, target)
+    assert step == 1 and meta["iteration"] == 1 and meta["env_id"] == "tictactoe"
