@@ -40,9 +40,9 @@ def _define_multihost_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_string("coordinator", None, "Multi-host: coordinator address HOST:PORT.",
                         flag_values=flag_values)
     flags.DEFINE_integer("num_processes", None, "Multi-host: total number of processes.",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("process_id", None, "Multi-host: this process's index.",
-                         flag_values=flag_values)
+                         lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_integer("process_id", None, "Multi-host: this process's index, 0 to "
+                         "num_processes - 1.", lower_bound=0, flag_values=flag_values)
 
 
 def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:

@@ -69,6 +69,10 @@ def initialize_distributed(coordinator=None, num_processes=None, process_id=None
         if not (coordinator and num_processes and process_id is not None):
             raise SystemExit("error: multi-host needs all of --coordinator, --num_processes "
                              "and --process_id")
+        if not 0 <= process_id < num_processes:  # (jax would wait, or raise a traceback)
+            raise SystemExit(f"error: --process_id={process_id} with --num_processes="
+                             f"{num_processes}: give each process an index from 0 to "
+                             f"{num_processes - 1}")
         jax.distributed.initialize(coordinator, num_processes, process_id)
     elif _launcher_detected(os.environ):
         jax.distributed.initialize()

@@ -5,6 +5,7 @@ tests/test_multidevice.py); and `parallel_setup`'s process set-up: CPU devices, 
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,23 @@ def test_multi_host_flags_come_all_together(flags, monkeypatch):
                                          "--num_processes and --process_id"):
         parallel_setup.initialize_distributed(**flags)
     assert started == []
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--num_processes", "2", "--process_id", "2"], "--process_id=2 with --num_processes=2: "
+                                                    "give each process an index from 0 to 1"),
+    (["--num_processes", "0", "--process_id", "0"], "--num_processes"),
+    (["--num_processes", "2", "--process_id", "-1"], "--process_id"),
+])
+def test_multi_host_flags_out_of_range_are_one_line(argv, needle):
+    """An index outside the process count was JAX's traceback (or a wait); a count below
+    one or a negative index likewise: now one `error:` line, exit status 2 or 1, before
+    jax.distributed starts."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "train.py", "--coordinator", "127.0.0.1:1",
+                             *argv], cwd=Path(__file__).resolve().parents[1],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert needle in result.stderr and result.stderr.count("error:") == 1, result.stderr
