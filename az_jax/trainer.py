@@ -543,9 +543,16 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
     try:  # before anything is written: a command that describes another run stops here
         runs.check(config, workdir)
     except runs.RunMismatch as e:
-        if not restart:
-            raise
         mismatch = e
+    # Decided by all processes together, each having checked before process 0 moves the run
+    # aside (one that checked after the move would find no run, and never reach the move's
+    # barrier).
+    if _any_process(mismatch is not None):
+        mismatch = mismatch or runs.RunMismatch(
+            f"another process of this run finds that {workdir} holds another run (its error "
+            f"says why). Nothing was written.", reason="another process found it differs")
+        if not restart:
+            raise mismatch
     source = config.train.get("init_from", "")
     init = None  # only a new run starts from train.init_from; read it before writing
     # (a run killed before its first save too; a bad source leaves a mismatching run in place)
@@ -585,7 +592,13 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
                     f"{runs.aside_path(workdir)} (nothing is deleted).",
                     reason="another version of the game") from None
             restored, why = None, "its checkpoints are of another version of the game"
-    if restored is None and mngr.all_steps():  # checkpoints, none of which restores
+    # Checkpoints, none of which restores: decided together, as above.
+    if _any_process(restored is None and bool(mngr.all_steps())):
+        if _any_process(restored is not None):  # (before the move: it would be lost)
+            raise ValueError(
+                f"the processes of this run restore differently: one restores no checkpoint "
+                f"in {mngr.directory}, another does. Check that every host sees the same files "
+                f"under {workdir}, then run the same command again. Nothing was written.")
         if not restart:
             raise runs.RunMismatch(
                 f"no checkpoint in {mngr.directory} restores with this code and config (the "
