@@ -394,25 +394,29 @@ def read_meta(mngr, step: int) -> dict:
     return _checked_meta(meta, Path(mngr.directory) / str(step))
 
 
-def _checked_meta(meta, where) -> dict:
-    """`meta` if it is a checkpoint's metadata: a JSON object with `META_KEYS`, a config
-    object and a whole iteration; else ValueError."""
+def _checked_meta(meta, where, keys: Sequence[str] = META_KEYS) -> dict:
+    """`meta` if it is a checkpoint's metadata: a JSON object with `keys`, among them a
+    config object and a whole iteration; else ValueError."""
     if not isinstance(meta, dict):
         raise ValueError(f"the metadata of checkpoint {where} is not a JSON object")
-    missing = [k for k in META_KEYS if k not in meta]
+    missing = [k for k in keys if k not in meta]
     if missing:
         raise ValueError(f"the metadata of checkpoint {where} lacks {', '.join(missing)}")
-    if not isinstance(meta["config"], dict):
+    if "config" in keys and not isinstance(meta["config"], dict):
         raise ValueError(f"the metadata of checkpoint {where} has no config object")
-    if not isinstance(meta["iteration"], int) or isinstance(meta["iteration"], bool):
+    if "iteration" in keys and (not isinstance(meta["iteration"], int)
+                                or isinstance(meta["iteration"], bool)):
         raise ValueError(f"the metadata of checkpoint {where} has no whole iteration")
     return meta
 
 
-def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
+def restore_latest(mngr, target_state: dict, replay_target=None, optional=(),
+                   required: Sequence[str] = ("iteration",)):
     """Restores the newest checkpoint that restores cleanly.
 
     Args:
+      required: keys its metadata must have (a whole `iteration` at least); one without
+        them is skipped like a damaged one (the trainer asks for `META_KEYS`).
       optional: keys of `target_state` that checkpoints written before they existed lack;
         such a checkpoint restores without them (they are absent from the returned state).
         An optional item saved in other shapes than the target's (e.g. the pending plies
@@ -454,7 +458,7 @@ def restore_latest(mngr, target_state: dict, replay_target=None, optional=()):
                           stacklevel=2)
             continue
         try:  # (a hand edit, other code: a KeyError in the caller otherwise)
-            _checked_meta(out["meta"], Path(mngr.directory) / str(step))
+            _checked_meta(out["meta"], Path(mngr.directory) / str(step), required)
         except ValueError as e:
             warnings.warn(f"skipping checkpoint {step}: {e}", stacklevel=2)
             continue

@@ -519,15 +519,7 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
     setup = make_setup(config, devices)
     env = setup.env
     is_writer = jax.process_index() == 0
-    busy = None  # another process training this folder: every process stops, none writes
-    if is_writer:
-        try:
-            lock.take(workdir)
-        except ValueError as e:
-            busy = e
-    if _any_process(busy is not None):
-        raise busy or ValueError(f"process 0 of this run found another process training "
-                                 f"{workdir} (its error says more); nothing was written")
+    _lock(lock, workdir, is_writer)  # another process training it: all stop, none writes
     if config.log.tensorboard:  # a missing package stops every process before any write
         missing = None  # (only process 0 writes events: the others wait for its answer)
         if is_writer:
@@ -579,7 +571,8 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
         jax.tree.map(lambda x: x.delete(), buffer_state)
         buffer_state = None
     restored = ckpt.restore_latest(mngr, target, replay_target,
-                                   optional=("best_batch_stats", "pending", "archive"))
+                                   optional=("best_batch_stats", "pending", "archive"),
+                                   required=ckpt.META_KEYS)
     why = "no checkpoint of it restores"
     if restored is not None:
         try:  # (a game whose arrays kept their shapes, but not their meaning)
@@ -639,7 +632,8 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
              + (f", network from {source}" if init is not None else ""), is_writer)
         if is_writer:
             Path(workdir).mkdir(parents=True, exist_ok=True)
-            lock.take(workdir)  # (a new folder, or the one a restart made after the move)
+        _lock(lock, workdir, is_writer)  # (a new folder, or the one made after a move aside)
+        if is_writer:
             runs.write_config(workdir, config)
     if buffer_state is None:  # freed for a replay that did not restore: empty again
         buffer_state = setup.empty_buffer()
@@ -901,17 +895,36 @@ def _saved_length(restored) -> int | None:
     return n if isinstance(n, int) else None
 
 
+def _lock(lock: runs.Lock, workdir: str, is_writer: bool) -> None:
+    """Process 0 locks `workdir` (`runs.Lock`); where another process holds it, every
+    process of the run raises the ValueError (none waits for the others)."""
+    busy = None
+    if is_writer:
+        try:
+            lock.take(workdir)
+        except ValueError as e:
+            busy = e
+    if _any_process(busy is not None):
+        raise busy or ValueError(f"process 0 of this run found another process training "
+                                 f"{workdir} (its error says more); nothing was written")
+
+
 def _move_aside(workdir: str, why: str, is_writer: bool) -> None:
     """`checkpoint.restart=True` on a run this command cannot continue: process 0 renames
-    the workdir to `<workdir>.old-N`; every process waits for it."""
+    the workdir to `<workdir>.old-N`; every process waits for it, and raises its error
+    where it cannot (a mount point)."""
+    refused = None
     if is_writer:
-        moved = runs.move_aside(workdir)
-        _log(f"moved the run in {workdir} aside to {moved} ({why}); starting a new run",
-             is_writer)
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices("az_jax: workdir moved aside")
+        try:
+            moved = runs.move_aside(workdir)
+        except ValueError as e:
+            refused = e
+        else:
+            _log(f"moved the run in {workdir} aside to {moved} ({why}); starting a new run",
+                 is_writer)
+    if _any_process(refused is not None):  # (also the barrier: every process after the move)
+        raise refused or ValueError(f"process 0 of this run cannot move the run in {workdir} "
+                                    f"aside (its error says why); nothing was moved")
 
 
 def _games_items(games: Games) -> dict:

@@ -660,5 +660,5 @@ def test_a_resume_skips_a_checkpoint_whose_metadata_lacks_its_iteration_or_game(
     ckpt.save(mngr, 1, target, state.meta)
     ckpt.save(mngr, 2, target, {"config": state.meta["config"]})  # no iteration, no game
     with pytest.warns(UserWarning, match=r"skipping checkpoint 2: .*lacks iteration, env_id"):
-        step, _, _, meta = ckpt.restore_latest(mngr, target)
+        step, _, _, meta = ckpt.restore_latest(mngr, target, required=ckpt.META_KEYS)
     assert step == 1 and meta["iteration"] == 1 and meta["env_id"] == "tictactoe"
