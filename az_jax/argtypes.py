@@ -22,3 +22,19 @@ def integer(low: int, high: int | None = None):
         return value
 
     return parse
+
+
+def counts(low: int, high: int):
+    """An argparse type: a comma-separated list of integers from `low` to `high`, e.g.
+    '64' or '64,400' (simulation counts), or a one-line error with an example."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(t) for t in str(text).split(",") if t.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < low or max(values) > high:
+            raise argparse.ArgumentTypeError(f"{text!r}: give integers from {low} to {high}, "
+                                             f"one or comma-separated, e.g. 64 or 64,400")
+        return values
+
+    return parse

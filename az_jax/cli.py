@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from az_jax import MAX_SEED, MAX_SIMULATIONS  # noqa: F401 - the front ends' bounds
-from az_jax.argtypes import integer  # noqa: F401 - the front ends' integer type
+from az_jax.argtypes import counts, integer  # noqa: F401 - the front ends' number types
 
 MODELS = Path(__file__).parent / "models"
 MAX_SECONDS = 3600.0  # the longest pause `seconds` takes (time.sleep overflows past ~1e9 s)

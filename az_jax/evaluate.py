@@ -146,17 +146,7 @@ def _variant(args, search_config) -> str:
     return f"[{','.join(changed)}]" if changed else ""
 
 
-def _sims(text: str) -> list[int]:
-    """'64' or '64,400' -> [64, 400] (argparse type)."""
-    try:
-        sims = [int(t) for t in str(text).split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a count or a comma-separated list "
-                                         f"of counts, e.g. 64,400") from None
-    if not sims or min(sims) < 1 or max(sims) > cli.MAX_SIMULATIONS:
-        raise argparse.ArgumentTypeError(f"{text!r}: simulation counts must be from 1 to "
-                                         f"{cli.MAX_SIMULATIONS}")
-    return sims
+_sims = cli.counts(1, cli.MAX_SIMULATIONS)  # '64' or '64,400' -> [64, 400]
 
 
 def format_results(results, header: str = "") -> str:

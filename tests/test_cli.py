@@ -168,6 +168,19 @@ def test_one_integer_type_serves_every_command_line():
 
     assert cli.integer is argtypes.integer and not hasattr(solver_bench, "_seed")
     assert solver_bench.integer is argtypes.integer
+    # And one list-of-counts type for --sims (solver_bench had its own, with no upper bound).
+    assert cli.counts is argtypes.counts and not hasattr(solver_bench, "_sims_list")
+
+
+@pytest.mark.parametrize("argv", [["--sims", "100001"], ["--sims", "64,0"], ["--sims", "x"]])
+def test_solver_bench_sims_are_bounded_like_every_front_end_s(argv, capsys):
+    from az_jax.eval import solver_bench
+
+    with pytest.raises(SystemExit) as e:
+        solver_bench.main(["evaluate", "positions.txt", "--workdir", "w", *argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert "--sims" in err and f"from 1 to {cli.MAX_SIMULATIONS}" in err, err
 
 
 @pytest.mark.parametrize("parser, argv, flag", [

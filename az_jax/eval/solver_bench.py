@@ -37,8 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from az_jax import MAX_SEED
-from az_jax.argtypes import integer
+from az_jax import MAX_SEED, MAX_SIMULATIONS
+from az_jax.argtypes import counts, integer
 from az_jax.eval import solver_sets
 from az_jax.eval.connect4_positions import (
     _BITBULLY_HINT,
@@ -494,17 +494,6 @@ def _play_and_write_sets(args, recipe, exclude: list[str], out: Path) -> None:
         f"possible), {stats['seconds']:.0f}s; wrote {out}")
 
 
-def _sims_list(text: str) -> list[int]:
-    try:
-        sims = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        sims = []
-    if not sims or min(sims) < 1:
-        raise argparse.ArgumentTypeError(f"expected simulation counts >= 1 like 64 or 16,64, "
-                                         f"got {text!r}")
-    return sims
-
-
 def _evaluate(args) -> None:
     import jax
 
@@ -578,7 +567,7 @@ def main(argv=None) -> int:
     src.add_argument("--workdir", help="training workdir (a connect4 run)")
     src.add_argument("--model", help="a shipped model by name (e.g. connect4)")
     ev.add_argument("--checkpoint", type=int, default=None, help="iteration (default: latest)")
-    ev.add_argument("--sims", type=_sims_list, default=None, metavar="N[,N...]",
+    ev.add_argument("--sims", type=counts(1, MAX_SIMULATIONS), default=None, metavar="N[,N...]",
                     help="search simulations, comma-separated for several (default: the "
                          "run's eval.num_simulations)")
     ev.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
