@@ -661,11 +661,17 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
                  f"to {fitted} from iteration {start} on. To keep {was}, stop and run "
                  f"again with --config.train.num_iterations={was}", is_writer, bar)
     elif older:  # fitting it now would cut its schedule short mid-run
+        was = _saved_length(restored)
         fitted = meta["fitted_iterations"] = config.train.num_iterations
+        changed = was is not None and was != fitted and start < fitted
         _log(f"train.minutes={minutes:g} is not applied: this run was made before "
-             f"train.minutes existed, so it keeps its {fitted} iterations and their "
-             "learning-rate schedule (--config.train.num_iterations=N gives it another "
-             "length)", is_writer, bar)
+             f"train.minutes existed, so its length is this command's train.num_iterations, "
+             f"{fitted} iterations"
+             + (f" (it was made with {was}: its learning-rate schedule is rescaled to "
+                f"{fitted} from iteration {start} on; --config.train.num_iterations={was} "
+                "keeps it)" if changed else
+                " (--config.train.num_iterations=N gives it another length)"),
+             is_writer, bar)
     elif fitted is not None:  # kept as it is, above this command's train.num_iterations too
         # (a length given on a command line earlier, which the config's default would cut)
         setup = _fit_length(setup, fitted, "the length this run was given", is_writer, bar)

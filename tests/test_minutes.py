@@ -143,7 +143,12 @@ def test_a_run_made_before_train_minutes_keeps_its_length(tmp_path, capsys):
     trainer.train_and_evaluate(_config(train__num_iterations=4, train__minutes=60.0),
                                str(tmp_path))
     assert _iterations(tmp_path) == [1, 2, 3, 4] and _fitted(tmp_path) == (4, 4)
-    assert "this run was made before train.minutes existed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "this run was made before train.minutes existed" in out
+    # The length is this command's, and the change from the run's own is said (it said
+    # "keeps its 4 iterations", the command's 4, of a run made with 2).
+    assert "length is this command's train.num_iterations, 4 iterations" in out, out
+    assert "it was made with 2" in out and "num_iterations=2 keeps it" in out, out
 
 
 def test_a_length_on_the_command_line_turns_the_budget_off():
