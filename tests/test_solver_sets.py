@@ -330,7 +330,20 @@ def test_make_sets_files_are_replaced_all_or_none_even_when_killed(tmp_path):
         assert {(where / n).stat().st_mode & 0o777 for n in names} == {0o640}
         assert where.stat().st_mode & 0o777 == 0o750
         outcomes.append((proc.returncode == 0, out.exists()))
+        # What the kill left beside the folder: the old sets lead back (with the folder
+        # missing, the error says where they wait), and the next write puts them in place
+        # first and leaves nothing hidden beside them.
+        if not out.exists():
+            with pytest.raises(FileNotFoundError, match=r"sets wait in .*\.sets\.old-"):
+                solver_bench.expand_paths([str(out)])
+        connect4_positions.recover_swap(out)
+        assert sorted(f.name for f in out.iterdir()) == sorted(names), kill_at
+        age = texts[names[0]].split()[0]  # the group the kill left, now in place
+        assert {(out / n).read_text().split()[0] for n in names} == {age}, kill_at
+        assert [p.name for p in root.iterdir()] == ["sets"], (kill_at, list(root.iterdir()))
+        assert (out / names[0]).stat().st_mode & 0o777 == 0o640
     assert outcomes[-1] == (True, True)  # not killed: the new sets in place
+    assert any(not exists for _, exists in outcomes)  # a kill left the folder missing
     assert (tmp_path / "10" / "sets" / names[0]).read_text().startswith("new ")
 
 

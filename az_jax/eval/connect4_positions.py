@@ -222,6 +222,8 @@ def write_files(texts: dict) -> None:
     the renames, last, could stop half-way (a kill, a path that is a folder).
     """
     paths = [Path(path) for path in texts]
+    for folder in {path.parent for path in paths}:
+        recover_swap(folder)
     for path in paths:
         if not path.parent.is_dir():
             raise FileNotFoundError(f"no folder {path.parent} to write {path.name} in")
@@ -300,6 +302,54 @@ def _swap_folder(folder: Path, texts: dict[str, str]) -> bool:
         with contextlib.suppress(OSError):
             old.rmdir()
     return True
+
+
+def swap_leftovers(folder) -> list[Path]:
+    """What a `write_files` of `folder` left beside it when it was killed mid-swap (or is
+    swapping now): the hidden `.<folder>.old-<pid>.<hex>` and `.<folder>.new-<pid>.<hex>`
+    folders, old ones first."""
+    folder = Path(folder)
+    if not folder.parent.is_dir():
+        return []
+    found = [p for p in folder.parent.iterdir() if _LEFTOVER.fullmatch(p.name)
+             and p.name.startswith(f".{folder.name}.") and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (_LEFTOVER.fullmatch(p.name)[1] != "old", p.name))
+
+
+def recover_swap(folder) -> None:
+    """Finishes what a killed `write_files` left beside `folder`: the old group back in
+    place where the folder is missing (killed between the two renames), a partial new
+    group removed, and an old group the new one already replaced removed (its files; a
+    folder that holds anything else stays). Leftovers of a process still running are not
+    touched."""
+    folder = Path(folder)
+    for left in swap_leftovers(folder):
+        kind, pid = _LEFTOVER.fullmatch(left.name).group(1, 2)
+        if _running(int(pid)):
+            continue
+        if kind == "old" and not folder.exists():
+            os.rename(left, folder)
+        elif kind == "new":
+            shutil.rmtree(left, ignore_errors=True)
+        else:
+            for entry in left.iterdir():
+                if entry.is_file() and not entry.is_symlink():
+                    entry.unlink()
+            with contextlib.suppress(OSError):
+                left.rmdir()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or not a pid at all: leave it alone)
+    return True
+
+
+_LEFTOVER = re.compile(r"\..+\.(old|new)-(\d+)\.[0-9a-f]+")
 
 
 # A rename of a folder the system refuses (busy, another filesystem, not permitted).

@@ -50,6 +50,8 @@ from az_jax.eval.connect4_positions import (
     generate,
     label,
     read_positions,
+    recover_swap,
+    swap_leftovers,
     write_files,
     write_positions,
 )
@@ -322,6 +324,11 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
     out = []
     for path in paths:
         p = Path(path)
+        if not p.exists() and (left := swap_leftovers(p)):
+            raise FileNotFoundError(
+                f"no {p}: make-sets was stopped while it replaced that folder, and its "
+                f"sets wait in {left[0]}. Run make-sets with --out {p} again (it puts "
+                f"them back first), or: mv {left[0]} {p}")
         if not p.is_dir():
             out.append(str(path))
             continue
@@ -430,6 +437,7 @@ def _make_sets(args) -> None:
     out = Path(args.out)
     # Made now, so that a folder we may not write is an error before the games; removed
     # again (the folders made here, each if empty) when nothing is written.
+    recover_swap(out)  # a make-sets killed mid-swap: its sets back in place first
     made = [d for d in (out, *out.parents) if not d.exists()]
     out.mkdir(parents=True, exist_ok=True)
     try:
