@@ -612,6 +612,10 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
         fitted = meta.get("fitted_iterations")
         older = "minutes" not in (meta.get("config") or {}).get("train", {"minutes": 0})
         # A checkpoint without pending plies (older, or saved without them) starts empty.
+        if games.pending is not None and "pending" not in state:
+            _log("its games' pending plies did not restore (the checkpoint holds none, or "
+                 "of another length): the games play on, and the plies they played before "
+                 "it are not trained", is_writer)
         train_state = state["train_state"]
         games = Games(state["games"], state.get("pending", games.pending),
                       state.get("archive", games.archive))

@@ -152,7 +152,7 @@ def two_iterations(tmp_path_factory):
 
 @pytest.mark.slow
 def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_iterations,
-                                                                        tmp_path):
+                                                                        tmp_path, capsys):
     """The best network is saved with its own batch-norm statistics; a checkpoint written
     before they were saved (no `best_batch_stats`) still resumes instead of being skipped."""
     from az_jax import trainer
@@ -194,8 +194,11 @@ def test_best_network_keeps_its_batch_stats_and_old_checkpoints_resume(two_itera
         optional = ("best_batch_stats", "pending")
         assert checkpoint.restore_latest(mngr, target, optional=optional)[0] == 3
         c.train.num_iterations = 4
+        capsys.readouterr()
         trainer.train_and_evaluate(c, str(tmp_path))
     assert _complete_steps(tmp_path)[-1] == 4
+    # Its running games lost the plies they played before it, and the log says so.
+    assert "pending plies did not restore" in capsys.readouterr().out
 
 
 @pytest.mark.slow
