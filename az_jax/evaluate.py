@@ -333,8 +333,12 @@ def _run(args, engines: list) -> None:
         print(brain.summary())
 
     if results and not args.no_elo:
+        # What besides the seed decided each match's games: another deal is other games.
+        deals = [f"{runner.num_games} games, {runner.opening_plies} opening plies, batch "
+                 f"{runner.batch}, opponent {i + 1}" for i in range(len(results))]
         ratings = elo.record(workdir, [r.as_record() for r in results],
-                             iteration=restored.iteration, source="evaluate", seed=args.seed)
+                             iteration=restored.iteration, source="evaluate", seed=args.seed,
+                             deals=deals)
         shown = {me.name, *(o.name for o in others)}
         zero = f"{elo.ANCHOR} = 0" if elo.ANCHOR in ratings else "mean 0: no random played"
         print(f"\nElo (Bradley-Terry over all {elo.FILENAME} matches, {zero}):")

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import stat
 
 import numpy as np
@@ -152,6 +153,52 @@ def test_an_evaluation_repeated_with_its_seed_replaces_its_record(tmp_path):
     matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
     assert [(m["b"], m["source"], m.get("seed")) for m in matches] == [
         ("random", "train", None), ("onestep", "evaluate", 0), ("onestep", "evaluate", 1)]
+
+
+def test_the_same_seed_dealt_otherwise_is_other_games_and_stays(tmp_path):
+    """The seed alone does not make the same games: with other --games, --opening-plies,
+    --batch-size or another place in --against (each its own `deal`) a match stays beside
+    the earlier one; the same deal replaces it, and so does a same-seed match recorded
+    before deals were (the old rule)."""
+    name, rec = "iter-5/mcts:8", lambda r, deal: elo.record(
+        tmp_path, [(name, "onestep", *r)], iteration=5, source="evaluate", seed=0,
+        deals=None if deal is None else [deal])
+    rec((7, 1, 0), None)  # an older record: no deal
+    rec((13, 0, 7), "20 games, 4 opening plies, batch 20, opponent 1")  # replaces it
+    rec((5, 0, 3), "8 games, 2 opening plies, batch 8, opponent 1")  # stays beside it
+    rec((6, 0, 2), "8 games, 2 opening plies, batch 8, opponent 1")  # replaces that one
+    matches = json.loads((tmp_path / "elo.json").read_text())["matches"]
+    assert [(m["wins"], m["losses"], m["deal"][:2]) for m in matches] == [
+        (13, 7, "20"), (6, 2, "8 ")]
+    with pytest.raises(ValueError, match="2 deals for 1 results"):
+        elo.record(tmp_path, [(name, "onestep", 1, 0, 0)], seed=0, deals=["a", "b"])
+
+
+@pytest.mark.parametrize("ladder, why", [
+    ({"matches": [{"a": "x", "wins": 1, "draws": 0, "losses": 0}]},
+     "match 1 of 1 has b=null, not a player's name"),
+    ({"matches": None}, "its matches are null, not a list"),
+    ({"anchor": [1]}, "its anchor is [1], not a player's name"),
+    ({"best": 3}, "its best is 3, not a player's name"),
+    ({"matches": [{"a": "x", "b": "y", "wins": "a", "draws": 0, "losses": 0}]},
+     'match 1 of 1 has wins="a", not a count of games'),
+    ({"matches": [{"a": "x", "b": "y", "wins": 1, "draws": -1, "losses": 0}]},
+     "match 1 of 1 has draws=-1, not a count of games"),
+    ({"matches": [{"a": "x", "b": "y", "wins": True, "draws": 0, "losses": 0}]},
+     "match 1 of 1 has wins=true, not a count of games"),
+    ({"matches": [{"a": "x", "b": "y", "wins": 1, "draws": 0, "losses": 0, "seed": "0"}]},
+     'match 1 of 1 has seed="0", not an integer'),
+    ({"matches": ["x" * 50]}, 'match 1 of 1 is "' + "x" * 36 + '..., not an object'),
+])
+def test_a_damaged_ladder_is_refused_when_read_not_after_the_games(tmp_path, ladder, why):
+    """`load` (called before any game) checked the format alone, so a damaged entry
+    passed, and the fit after the games raised a KeyError or TypeError: the games lost."""
+    (tmp_path / "elo.json").write_text(json.dumps({"format": elo.FORMAT, **ladder}))
+    with pytest.raises(ValueError, match=re.escape("elo.json is a damaged Elo ladder: " + why)):
+        elo.load(tmp_path)
+    with pytest.raises(ValueError, match="damaged Elo ladder"):
+        elo.record(tmp_path, [("a", "b", 1, 0, 0)])
+    assert json.loads((tmp_path / "elo.json").read_text()) == {"format": elo.FORMAT, **ladder}
 
 
 def test_one_evaluation_keeps_every_match_it_played_even_of_one_pair(tmp_path):

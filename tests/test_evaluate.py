@@ -48,7 +48,12 @@ def runs(tmp_path_factory):
     bad_elo = base / "bad_elo"  # the ttt run with a damaged ladder
     shutil.copytree(ttt, bad_elo)
     (bad_elo / "elo.json").write_text('{"format": "az_jax-elo-1", "matches": [')
-    return {"ttt": ttt, "c4": c4, "empty": empty, "bad": bad, "bad_elo": bad_elo}
+    bad_match = base / "bad_match"  # a ladder that reads as JSON, with a match missing "b"
+    shutil.copytree(ttt, bad_match)
+    (bad_match / "elo.json").write_text('{"format": "az_jax-elo-1", "matches": '
+                                        '[{"a": "x", "wins": 1, "draws": 0, "losses": 0}]}')
+    return {"ttt": ttt, "c4": c4, "empty": empty, "bad": bad, "bad_elo": bad_elo,
+            "bad_match": bad_match}
 
 
 ERRORS = {
@@ -71,6 +76,10 @@ ERRORS = {
     "damaged elo.json": (["--workdir", "{bad_elo}", "--against", "random", "--games", "2",
                           "--sims", "2", "--no-plots"],
                          "elo.json is not readable JSON"),
+    # It was played to the end, then a KeyError traceback, the games lost.
+    "damaged elo.json match": (["--workdir", "{bad_match}", "--against", "random", "--games",
+                                "2", "--sims", "2", "--no-plots"],
+                               "elo.json is a damaged Elo ladder: match 1 of 1 has b=null"),
 }
 
 
@@ -96,8 +105,9 @@ def test_clean_errors(error_runs, case):
     assert ERRORS[case][1] in err, err
 
 
-def test_a_damaged_ladder_stops_the_run_before_any_game(error_runs):
-    code, out, err = error_runs["damaged elo.json"]
+@pytest.mark.parametrize("case", ["damaged elo.json", "damaged elo.json match"])
+def test_a_damaged_ladder_stops_the_run_before_any_game(error_runs, case):
+    code, out, err = error_runs[case]
     assert "network under test" not in out, out  # nothing restored, no match played
     assert code == 2 and "(or evaluate with --no-elo)" in err, err
 

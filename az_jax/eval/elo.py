@@ -198,7 +198,42 @@ def load(workdir) -> dict:
         raise ValueError(f"{p} is not an az_jax Elo ladder (format {FORMAT!r} expected)")
     out = empty()
     out.update(data)
+    why = _malformed(out)
+    if why:  # found now, before any game, not by the fit after them
+        raise ValueError(f"{p} is a damaged Elo ladder: {why}. Mend that entry, or move the "
+                         "file away to start a new ladder")
     return out
+
+
+def _malformed(data: dict) -> str | None:
+    """What makes a ladder's content unusable (None: nothing)."""
+    if not isinstance(data["anchor"], str):
+        return f"its anchor is {_short(data['anchor'])}, not a player's name"
+    if data["best"] is not None and not isinstance(data["best"], str):
+        return f"its best is {_short(data['best'])}, not a player's name"
+    if not isinstance(data["matches"], list):
+        return f"its matches are {_short(data['matches'])}, not a list"
+    for i, m in enumerate(data["matches"]):
+        where = f"match {i + 1} of {len(data['matches'])}"
+        if not isinstance(m, dict):
+            return f"{where} is {_short(m)}, not an object"
+        for k in ("a", "b"):
+            if not isinstance(m.get(k), str):
+                return f"{where} has {k}={_short(m.get(k))}, not a player's name"
+        for k in ("wins", "draws", "losses"):
+            v = m.get(k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                return f"{where} has {k}={_short(v)}, not a count of games"
+        for k in ("iteration", "seed"):
+            v = m.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                return f"{where} has {k}={_short(v)}, not an integer"
+    return None
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @contextlib.contextmanager
@@ -243,7 +278,8 @@ def ratings_json(ratings: dict[str, Rating]) -> dict:
 
 def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
            iteration: int | None = None, source: str = "train",
-           best: str | None = None, seed: int | None = None) -> dict[str, Rating]:
+           best: str | None = None, seed: int | None = None,
+           deals: Sequence[str] | None = None) -> dict[str, Rating]:
     """Appends match results to the ladder, refits it and writes elo.json.
 
     Args:
@@ -253,26 +289,37 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
       source: "train" (the trainer's evaluator) or "evaluate" (the CLI).
       best: if given, the name of the current best network.
       seed: the seed that decided the games (`evaluate --seed`): a match of the same two
-        players, source and seed replaces those of earlier calls (the same openings and
-        keys, so largely the same games: counted twice they would shrink the errors for
-        nothing). Results of one call all count, even of the same pair (`--against
+        players, source, seed and deal replaces those of earlier calls (the same openings
+        and keys, so largely the same games: counted twice they would shrink the errors
+        for nothing). Results of one call all count, even of the same pair (`--against
         random,random` plays each with its own keys).
+      deals: with `seed`, one text per result saying what else decided its games (the
+        number of games, opening plies, batch, the opponent's place in the list): a match
+        the same seed dealt otherwise is other games, and stays. An earlier match stored
+        without a deal (before stop 67) is replaced as before.
     Returns:
       The new ratings.
     """
     with _locked(workdir):
         data = load(workdir)
         now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        if deals is not None and len(deals) != len(results):
+            raise ValueError(f"{len(deals)} deals for {len(results)} results")
+        deals = list(deals) if deals is not None else [None] * len(results)
         if seed is not None:  # earlier calls' matches only: one call's results all count
-            pairs = {(a, b) for a, b, *_ in results}
+            again = {(a, b, deal) for (a, b, *_), deal in zip(results, deals, strict=True)}
             data["matches"] = [m for m in data["matches"]
-                               if not ((m["a"], m["b"]) in pairs and m.get("source") == source
-                                       and m.get("seed") == int(seed))]
-        for a, b, w, d, losses in results:
+                               if not (m.get("source") == source and m.get("seed") == int(seed)
+                                       and ((m["a"], m["b"], m.get("deal")) in again
+                                            or ("deal" not in m and (m["a"], m["b"]) in
+                                                {(a, b) for a, b, _ in again})))]
+        for (a, b, w, d, losses), deal in zip(results, deals, strict=True):
             match = {"a": a, "b": b, "wins": int(w), "draws": int(d), "losses": int(losses),
                      "iteration": iteration, "source": source, "time": now}
             if seed is not None:
                 match["seed"] = int(seed)
+                if deal is not None:
+                    match["deal"] = str(deal)
             data["matches"].append(match)
         if best is not None:
             data["best"] = best
