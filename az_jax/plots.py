@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -55,8 +56,16 @@ def _save(fig, path: Path) -> Path:
     for ax in fig.axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    _pyplot().close(fig)
+    path = Path(path)
+    # A temporary file beside it, then one rename: a kill mid-write leaves the old plot
+    # (or none), never a truncated PNG.
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        _pyplot().close(fig)
     return path
 
 

@@ -32,3 +32,35 @@ def test_metrics_with_a_torn_last_line_are_read(tmp_path):
     assert plots.read_metrics(tmp_path) == [{"iteration": 1, "loss": 2.0},
                                             {"iteration": 2, "loss": 1.5}]
     assert plots.read_metrics(tmp_path / "none") == []
+
+
+def test_a_plot_interrupted_while_written_leaves_the_old_one(tmp_path, monkeypatch):
+    """PNGs were written in place: Ctrl-C or a kill mid-write left a truncated one. Now a
+    temporary file takes the bytes and one rename puts it in place."""
+    from matplotlib.figure import Figure
+
+    plt = plots._pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    old = tmp_path / "elo.png"
+    old.write_bytes(b"the old plot")
+
+    def torn(self, path, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Figure, "savefig", torn)
+        try:
+            plots._save(fig, old)
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the interrupt was swallowed")
+    assert old.read_bytes() == b"the old plot"
+    assert [p.name for p in tmp_path.iterdir()] == ["elo.png"]  # no temporary file left
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    plots._save(fig, old)  # written whole: a real PNG replaces it
+    assert old.read_bytes().startswith(b"\x89PNG\r\n") and len(old.read_bytes()) > 1000
