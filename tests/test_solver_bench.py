@@ -270,3 +270,22 @@ def test_make_and_label(tmp_path):
     pons.write_text(f"{made[0].moves} {made[0].score + 1}\n")
     with pytest.raises(ValueError, match="bitbully"):
         solver_bench.load_sets([str(pons)])
+
+
+@pytest.mark.parametrize("where, why", [
+    ("nodir/x.txt", "no folder .*nodir to write x.txt in"),
+    (".", r"is a folder: give a file, e.g. .*positions.txt"),
+])
+def test_make_checks_its_out_before_solving(tmp_path, capsys, monkeypatch, where, why):
+    """A bad --out was found by the write, after every position was generated and solved:
+    now first, and nothing is generated."""
+    import re
+
+    def generate(*args, **kwargs):
+        raise AssertionError("positions generated for an --out that cannot take them")
+
+    monkeypatch.setattr(solver_bench, "generate", generate)
+    assert solver_bench.main(["make", "--out", str(tmp_path / where), "--n", "3",
+                              "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and re.search(why, err), err

@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import functools
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -410,6 +411,14 @@ def load_sets(paths: Sequence[str], progress: bool = False) -> dict[str, list[Po
 
 
 def _make(args) -> None:
+    out = Path(args.out)  # checked before the positions are played and solved, not after
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: give a file, e.g. {out / 'positions.txt'}")
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"no folder {out.parent} to write {out.name} in: make it "
+                                "first, or give another --out")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"{out.parent} is not writable: give another --out")
     positions = generate(args.n, args.min_moves, args.max_moves, args.seed,
                          progress=not args.quiet)
     header = (f"az_jax Connect4 solver set: {args.n} positions from uniformly random play, "
