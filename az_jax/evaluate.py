@@ -294,7 +294,9 @@ def _run(args, engines: list) -> None:
         engines.append(me)
     # External engines play the same number of games, in a host-side loop.
     games_vs = gauntlet.Gauntlet(env, games, batch_size=args.batch_size,
-                                 opening_plies=int(opening))
+                                 opening_plies=int(opening),
+                                 max_plies=players.default_max_plies(
+                                     env, config.selfplay.get("max_game_length", 0)))
     runner = games_vs.runner
     # Starts the engines here rather than in `resolve`, so that `run` closes each one
     # (also when the next fails to start); resolves checkpoints: errors before any game.

@@ -281,8 +281,16 @@ def test_default_ply_cap_is_twice_the_longest_game():
     and most games of a match ended unfinished, as draws)."""
     assert players.default_max_plies(TTT) == 18
     assert players.default_max_plies(envs.make("baghchal")) == 400
+    # A run's selfplay.max_game_length, where it sets one, is the bound its matches take.
+    assert players.default_max_plies(envs.make("baghchal"), 150) == 300
+    assert players.default_max_plies(TTT, 0) == 18
     pytest.importorskip("pgx")
     assert players.default_max_plies(envs.make("pgx:animal_shogi")) == 512
+    # No bound and no board (a flat observation): a generous cap, not a crash (it unpacked
+    # the (34,) observation shape into height and width, and every match raised).
+    backgammon = envs.make("pgx:backgammon")
+    assert backgammon.max_game_length is None and len(backgammon.observation_shape) == 1
+    assert players.default_max_plies(backgammon) == players.UNBOUNDED_MAX_PLIES
 
 
 def test_random_legal_never_plays_an_illegal_action_and_is_uniform():

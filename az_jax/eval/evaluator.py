@@ -12,7 +12,7 @@ from az_jax import learner
 from az_jax.eval import elo, external
 from az_jax.eval.gauntlet import Gauntlet
 from az_jax.eval.match import DEFAULT_OPENING_PLIES, passes_gate
-from az_jax.eval.players import Player, PlayerFactory, is_fixed
+from az_jax.eval.players import Player, PlayerFactory, default_max_plies, is_fixed
 
 
 class TrainingEvaluator:
@@ -59,7 +59,9 @@ class TrainingEvaluator:
         self.gating = bool(c.gating)
         self.threshold = float(c.gating_threshold)
         opening = c.get("opening_plies", DEFAULT_OPENING_PLIES)
-        self.gauntlet = Gauntlet(setup.env, int(c.num_games), opening_plies=int(opening))
+        self.gauntlet = Gauntlet(setup.env, int(c.num_games), opening_plies=int(opening),
+                                 max_plies=default_max_plies(
+                                     setup.env, setup.config.selfplay.get("max_game_length", 0)))
         self.runner = self.gauntlet.runner
         self.engines = {o.name: external.make_engine(o, setup.env) for o in self.opponents
                         if isinstance(o, external.ExternalOpponent)}

@@ -41,13 +41,17 @@ class Gauntlet:
         play the same rounded number).
       batch_size: the most games in one jitted call.
       opening_plies: random plies at the start of each pair of games.
+      max_plies: the ply cap of a game (default: `players.default_max_plies(env)`; a run's
+        evaluation passes the cap of its `selfplay.max_game_length`).
     """
 
-    def __init__(self, env, num_games: int, *, batch_size: int = 512, opening_plies: int = 0):
+    def __init__(self, env, num_games: int, *, batch_size: int = 512, opening_plies: int = 0,
+                 max_plies: int | None = None):
         self.env = env
         self.runner = MatchRunner(env, num_games, batch_size=batch_size,
-                                  opening_plies=int(opening_plies))
+                                  opening_plies=int(opening_plies), max_plies=max_plies)
         self.opening_plies = int(opening_plies)
+        self.max_plies = max_plies
         self._host_runner: external.ExternalMatchRunner | None = None
 
     @property
@@ -59,7 +63,8 @@ class Gauntlet:
         """The host-side runner for external engines (built on first use)."""
         if self._host_runner is None:
             self._host_runner = external.ExternalMatchRunner(
-                self.env, self.runner.num_games, opening_plies=self.opening_plies)
+                self.env, self.runner.num_games, opening_plies=self.opening_plies,
+                max_plies=self.max_plies)
         return self._host_runner
 
     def resolve(self, factory: PlayerFactory, opponents: list, *, variables=None,

@@ -58,14 +58,23 @@ def random_legal(key, mask):
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
-def default_max_plies(env) -> int:
-    """A ply cap for one game: twice the longest game the env can have (`max_game_length`,
-    by default its move limit `max_steps`), or twice its number of cells when it does not
-    say. (A pgx game's bound is pgx's move limit: 256 plies of animal shogi, whose 4x3
-    board alone would cap it at 24.)"""
-    limit = getattr(env, "max_game_length", None) or getattr(env, "max_steps", None)
+# The ply cap of a game that gives neither a bound nor a board (pgx's backgammon: a flat
+# observation): generous, since a match stops as soon as its games end.
+UNBOUNDED_MAX_PLIES = 2048
+
+
+def default_max_plies(env, max_game_length: int = 0) -> int:
+    """A ply cap for one game: twice the longest game the env can have (`max_game_length`
+    if given, as a run's `selfplay.max_game_length`, else the env's own, by default its
+    move limit `max_steps`), or twice its number of cells when it does not say, or
+    `UNBOUNDED_MAX_PLIES` when its observation is no board. (A pgx game's bound is pgx's
+    move limit: 256 plies of animal shogi, whose 4x3 board alone would cap it at 24.)"""
+    limit = (max_game_length or getattr(env, "max_game_length", None)
+             or getattr(env, "max_steps", None))
     if limit:
         return 2 * int(limit)
+    if len(env.observation_shape) < 3:  # [H, W, C] boards; (34,) is backgammon's
+        return UNBOUNDED_MAX_PLIES
     h, w = env.observation_shape[:2]
     return 2 * int(h) * int(w)
 
