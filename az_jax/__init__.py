@@ -18,6 +18,9 @@ __version__ = "0.1.0"
 # checks, the command lines) read it too.
 MAX_SIMULATIONS = 100_000
 MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps 32 bits (without x64): 2**32 is seed 0 again
+# The longest wall-clock budget (`train.minutes`, `bench learn --minutes`), about two years:
+# far more overflowed the fit of the run's length to it (a crash mid-run).
+MAX_MINUTES = 1e6
 
 _PUBLIC = {
     "ResNet": "az_jax.network",

@@ -34,7 +34,7 @@ import ml_collections
 from absl import flags
 from ml_collections import config_dict, config_flags
 
-from az_jax import MAX_SIMULATIONS
+from az_jax import MAX_MINUTES, MAX_SIMULATIONS
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: configs/ lives there
 CONFIGS = ROOT / "configs"
@@ -134,7 +134,7 @@ FIELDS: dict[str, Int | Float | Bool | Str | Choice] = {
     "train.batch_size": Int(1),
     "train.updates_per_iteration": Int(1),
     "train.num_iterations": Int(1),
-    "train.minutes": Float(0.0, optional=True),
+    "train.minutes": Float(0.0, high=MAX_MINUTES, optional=True),
     "train.warmup_steps": Int(0),
     "train.learning_rate": Float(0.0, low_ok=False),
     "train.weight_decay": Float(0.0),
@@ -235,11 +235,16 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
         problems.append(f"selfplay.fast_simulations={fast} must be below "
                         f"search.num_simulations={config.search.num_simulations} (0: every "
                         "ply gets the full search)")
+    undivided = False
     for name in ("selfplay.batch_size", "train.batch_size", "replay.capacity"):
         group, field = name.split(".")
         if config[group][field] % num_devices:
+            undivided = True
             problems.append(f"{name}={config[group][field]} must be divisible by the number "
                             f"of devices ({num_devices})")
+    if undivided:
+        problems.append("or train on fewer devices: XLA_FLAGS=--xla_force_host_platform_"
+                        "device_count=N on a CPU, CUDA_VISIBLE_DEVICES on GPUs")
     if config.replay.min_size > config.replay.capacity:
         problems.append("replay.min_size must not exceed replay.capacity")
     if not problems:

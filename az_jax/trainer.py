@@ -684,7 +684,8 @@ def _train_and_evaluate(config, workdir, devices, started, lock: runs.Lock) -> d
     if start >= num_iterations:  # resumed at (or past) its length: say so, not just exit
         _log(f"nothing to train: the run is at iteration {start} and its length is "
              f"{num_iterations}; --config.train.num_iterations=N with N above {start} "
-             "trains on", is_writer, bar)
+             "trains on" + (" (with no --config.train.minutes beside it: a budget keeps "
+                            "the run's length)" if minutes else ""), is_writer, bar)
 
     iteration_fn = make_iteration_fn(setup)
     evaluator = None

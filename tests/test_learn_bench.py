@@ -127,10 +127,27 @@ def test_bad_sets_minutes_and_seed_fail_before_training(tmp_path, monkeypatch):
             bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--seed", seed,
                         "--workdir", str(tmp_path / "run")])
         assert e.value.code == 2  # argparse's error
-    for minutes in ("nan", "inf", "0"):  # nan and inf had reached train.py, which failed
-        with pytest.raises(SystemExit, match="must be a finite number > 0"):
+    # nan and inf had reached train.py, which failed; 1e308 overflowed the fit mid-run
+    for minutes in ("nan", "inf", "0", "1e308"):
+        with pytest.raises(SystemExit, match=r"must be a number > 0 and <= 1e\+06"):
             bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes",
                         minutes, "--workdir", str(tmp_path / "run")])
+    # Other games' --ladder, --workdir and the extra outputs: read before training too (a
+    # bad ladder was a traceback after it; an empty one a ZeroDivisionError).
+    ttt = ["learn", "--config", str(CONFIGS / "tictactoe.py"), "--minutes", "0.01"]
+    for ladder, why in (("random,bogus", "unknown opponent 'bogus'"),
+                        ("checkpoint:latest", "checkpoint:latest need a network"),
+                        ("", "no opponent")):
+        with pytest.raises(SystemExit, match=f"error: --ladder: {why}"):
+            bench.main([*ttt, "--ladder", ladder, "--workdir", str(tmp_path / "run")])
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(SystemExit, match="afile is a file: give a new folder"):
+        bench.main([*ttt, "--workdir", str(tmp_path / "afile")])
+    with pytest.raises(SystemExit, match="--json .*nowhere/l.json: no folder .*nowhere"):
+        bench.main([*ttt, "--workdir", str(tmp_path / "run"), "--json",
+                    str(tmp_path / "nowhere" / "l.json")])
+    with pytest.raises(SystemExit, match="--png .*: is a folder: give a file"):
+        bench.main([*ttt, "--workdir", str(tmp_path / "run"), "--png", str(tmp_path)])
     with pytest.raises(SystemExit, match="no file or directory"):
         bench.main(["learn", "--config", str(CONFIGS / "connect4.py"), "--minutes", "0.01",
                     "--sets", str(tmp_path / "none"), "--workdir", str(tmp_path / "run")])
@@ -342,6 +359,9 @@ def test_evaluate_stage_takes_the_runs_game_and_writes_each_point(tmp_path, monk
     partial = json.loads((workdir / "learn.json").read_text())
     assert [p["iteration"] for p in partial["points"]] == [1] and not partial["complete"]
     result = bench.main(cmd)
+    # The evaluation before it is kept beside it, not overwritten point by point.
+    kept = sorted(workdir.glob("learn.before-*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == partial
     assert result["env"] == "tictactoe" and result["kind"] == "ladder" and result["complete"]
     assert result["config"] == str(workdir / "config.json") and result["overrides"] == []
     assert [p["iteration"] for p in result["points"]] == [1, 2]

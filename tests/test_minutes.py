@@ -101,8 +101,10 @@ def test_a_fitted_length_is_kept_on_resume(tmp_path, capsys):
     trainer.train_and_evaluate(_config(train__num_iterations=n + 4, train__minutes=60.0),
                                str(tmp_path))
     assert _iterations(tmp_path) == list(range(1, n + 1))
-    assert f"nothing to train: the run is at iteration {n} and its length is {n}" in (
-        capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert f"nothing to train: the run is at iteration {n} and its length is {n}" in out
+    # The hint names what kept the length (it told a command that gave N to give N).
+    assert "with no --config.train.minutes beside it: a budget keeps" in out, out
     # A fixed length instead trains on to it, and becomes the run's length.
     trainer.train_and_evaluate(_config(train__num_iterations=n + 2), str(tmp_path))
     out = capsys.readouterr().out
@@ -200,3 +202,17 @@ def test_preserved_checkpoints_for_latest_k_by_hand(every, saved, opponents, wan
     c = tictactoe.get_config()
     c.eval.every, c.checkpoint.every, c.eval.opponents = every, saved, opponents
     assert trainer._preserved(c) == want
+
+
+def test_a_budget_beyond_two_years_is_refused_before_any_work():
+    """1e308 minutes passed the checks, then the fit of the run's length overflowed
+    (`math.floor(inf)`) after the first iterations, again on every resume."""
+    c4 = str(Path(__file__).parent.parent / "configs" / "connect4.py")
+    for minutes, ok in ((1e308, False), (1e6 + 1, False), (1e6, True), (0.0, True)):
+        config = config_lib.load(c4, [f"train.minutes={minutes}"])
+        if ok:
+            config_lib.validate(config, 1)
+            continue
+        with pytest.raises(ValueError, match=r"train.minutes=.* must be a finite number >= 0 "
+                                             r"and <= 1e\+06"):
+            config_lib.validate(config, 1)

@@ -88,6 +88,13 @@ def test_cpu_cores_become_devices_up_to_eight_unless_xla_flags_say(monkeypatch):
         parallel_setup.use_all_cpu_cores()
         assert os.environ["XLA_FLAGS"] == ("--xla_cpu_use_thunk_runtime=false "
                                            f"--xla_force_host_platform_device_count={devices}")
+    # Training's count divides the configs' batch sizes: 3, 5, 6 or 7 cores stopped every
+    # shipped config with "must be divisible by the number of devices (6)".
+    for cores, devices in ((1, 1), (2, 2), (3, 2), (6, 4), (7, 4), (8, 8), (20, 8)):
+        monkeypatch.delenv("XLA_FLAGS")
+        monkeypatch.setattr(parallel_setup, "usable_cpu_count", lambda n=cores: n)
+        parallel_setup.use_all_cpu_cores(power_of_two=True)
+        assert os.environ["XLA_FLAGS"] == f"--xla_force_host_platform_device_count={devices}"
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     parallel_setup.use_all_cpu_cores()  # the user's count stays
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
@@ -119,6 +126,23 @@ def test_multi_host_flags_come_all_together(flags, monkeypatch):
                                          "--num_processes and --process_id"):
         parallel_setup.initialize_distributed(**flags)
     assert started == []
+
+
+@pytest.mark.parametrize("coordinator", ["nohost", "10.0.0.1:", ":1234", "h:0", "h:70000",
+                                         "h:12x"])
+def test_a_coordinator_without_host_and_port_is_one_line(coordinator, monkeypatch):
+    """JAX split it itself and raised an IndexError traceback (no port)."""
+    import jax
+
+    from az_jax import parallel_setup
+
+    started = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: started.append(a))
+    with pytest.raises(SystemExit, match=f"--coordinator={coordinator}: give process 0's "
+                                         "address as host:port"):
+        parallel_setup.initialize_distributed(coordinator, 1, 0)
+    parallel_setup.initialize_distributed("[::1]:1234", 1, 0)  # IPv6 in brackets passes
+    assert started == [("[::1]:1234", 1, 0)]
 
 
 @pytest.mark.parametrize("argv, needle", [

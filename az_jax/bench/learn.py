@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from az_jax import cli
+from az_jax import MAX_MINUTES, cli
 from az_jax import config as config_lib
 from az_jax.bench import common
 
@@ -513,8 +513,9 @@ def plot(result: dict, path: Path) -> Path:
 # =========================================================================== command
 def run(args: argparse.Namespace) -> dict:
     """The bench; prints a table and returns the learn.json content."""
-    if not 0 < args.minutes < math.inf:  # (nan and inf too: train.py would refuse them)
-        raise SystemExit(f"error: --minutes={args.minutes} must be a finite number > 0")
+    if not 0 < args.minutes <= MAX_MINUTES:  # (nan and inf too: train.py would refuse them)
+        raise SystemExit(f"error: --minutes={args.minutes} must be a number > 0 and <= "
+                         f"{MAX_MINUTES:g}")
     # (--games 1 plays 2, as --help says: an even count)
     if args.checkpoint_every < 1 or args.max_points < 1 or args.sims < 0 or args.games < 1:
         raise SystemExit("error: --checkpoint-every, --max-points and --games must be >= 1, "
@@ -544,6 +545,18 @@ def run(args: argparse.Namespace) -> dict:
                      f"train.minutes={args.minutes:g}", *user]
     if env_id == "connect4" and args.stage != "train":
         _check_sets(args.sets)
+    elif args.stage != "train":
+        _check_ladder(args.ladder)
+    if workdir.exists() and not workdir.is_dir():
+        raise SystemExit(f"error: --workdir {workdir} is a file: give a new folder")
+    for flag, out in (("--json", args.json), ("--png", args.png)):
+        if out is not None and (Path(out).is_dir() or not Path(out).parent.is_dir()):
+            raise SystemExit(f"error: {flag} {out}: " + (
+                "is a folder: give a file" if Path(out).is_dir() else
+                f"no folder {Path(out).parent} to write it in"))
+    if args.stage == "evaluate" and (workdir / "learn.json").exists():
+        kept = _keep_aside(workdir / "learn.json")  # re-evaluated: the earlier results stay
+        log(f"the earlier results: {kept}")
     if args.stage != "evaluate":
         if _steps(workdir) or (workdir / "metrics.jsonl").exists():
             raise SystemExit(f"error: {workdir} already holds a run; bench learn trains from "
@@ -558,7 +571,7 @@ def run(args: argparse.Namespace) -> dict:
             saved.update(trained=trained, machine=m0, load=common.load_average(),
                          minutes=args.minutes, config=str(args.config), overrides=user,
                          bench_overrides=overrides[:len(overrides) - len(user)])
-            (workdir / "train.json").write_text(json.dumps(saved, indent=2))
+            _write(workdir / "train.json", json.dumps(saved, indent=2))
             if trained["stopped_by"].startswith(("failed", "interrupted")):
                 log(f"train.py {trained['stopped_by']}; {workdir / 'train.json'} written"
                     + (f": --stage evaluate --workdir {workdir} evaluates its checkpoints"
@@ -607,20 +620,58 @@ def run(args: argparse.Namespace) -> dict:
         return result
 
     def write(points: list[dict], evaluator) -> None:
-        (workdir / "learn.json").write_text(json.dumps(result_of(points, evaluator), indent=2))
+        _write(workdir / "learn.json", json.dumps(result_of(points, evaluator), indent=2))
 
     points, evaluator = evaluate_steps(workdir, chosen, args, log, on_point=write)
     result = result_of(points, evaluator)
     print(format_table(result))
     result.update(_memory(trained))
-    (workdir / "learn.json").write_text(json.dumps(result, indent=2))
+    _write(workdir / "learn.json", json.dumps(result, indent=2))
     png = plot(result, workdir / "learn.png")
     print(f"wrote {workdir / 'learn.json'} and {png}")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        _write(Path(args.json), json.dumps(result, indent=2))
     if args.png:
         plot(result, Path(args.png))
     return result
+
+
+def _write(path: Path, text: str) -> None:
+    """Writes `path` whole or not at all (a temporary file beside it, then a rename): a kill
+    mid-write leaves the file before it, never a truncated JSON."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _keep_aside(path: Path) -> Path:
+    """Renames `path` to `<stem>.before-<its time>.json` (a free name) and returns it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+    for n in range(1000):
+        kept = path.with_name(f"{path.stem}.before-{stamp}{f'-{n}' if n else ''}"
+                              f"{path.suffix}")
+        if not kept.exists():
+            os.rename(path, kept)
+            return kept
+    raise SystemExit(f"error: too many earlier results beside {path}; move some away")
+
+
+def _check_ladder(ladder: str) -> None:
+    """Exits unless --ladder names fixed opponents (before training, not after it)."""
+    from az_jax.eval import players
+
+    try:
+        opponents = players.parse_opponents(ladder)
+    except ValueError as e:
+        raise SystemExit(f"error: --ladder: {e}") from None
+    bad = [o.name for o in opponents if o.needs_network]
+    if not opponents or bad:
+        raise SystemExit("error: --ladder: " + (f"{', '.join(bad)} need a network; u" if bad
+                                                else "no opponent; u")
+                         + "se fixed opponents, e.g. random,onestep,mcts-rollout:64")
 
 
 def _check_sets(sets: str) -> None:
