@@ -105,6 +105,8 @@ TIME_SHARE = 0.8  # of the move's budget used for searching
 SAFETY_S = 0.010  # seconds kept back for the tactical check, output and the pipe
 MIN_SIZE, MAX_SIZE = 5, 22  # envs/gomoku.py
 UNLIMITED_MS = 2**31 - 1  # the protocol's "no limit" for INFO time_left
+MAX_TURN_S = 86_400.0  # a longer INFO timeout_turn is read as a day (waits would overflow)
+MAX_RELOADS = 3  # loads whose search process died, in a row, before the brain says ERROR
 MIN_MEMORY_MB = 350  # what a brain may peak at (measured: ~300 MB on a 20x20 board)
 # Below this INFO max_memory the root tactics are win_and_block, not the threat search,
 # whose compiled program adds ~100 MB to the peak when it loads (~410 MB in all on 9x9 on a
@@ -249,6 +251,38 @@ def _close(agent) -> None:
 
 
 # ====================================================================== board (no JAX)
+def _quiet_order(stones: list[int], size: int, rule: str, limit: int = 20_000):
+    """An order of one side's stones in which none makes a five as it goes down (under
+    exactly five a six is no win, so 0..4 then 5 is decided, but 0..3, 5, then 4 is not),
+    or None when there is none (or none within `limit` steps). Searched backwards: the last
+    stone is one that makes no five on all the others, and so on, backtracking."""
+    board = Board(size, rule)
+    for a in stones:
+        board.cells[a] = 0
+    order: list[int] = []
+    dead: set[frozenset] = set()
+    steps = [limit]
+
+    def place(left: frozenset) -> bool:
+        if not left:
+            return True
+        if left in dead or steps[0] <= 0:
+            return False
+        steps[0] -= 1
+        for a in sorted(left):
+            board.cells[a] = -1
+            if not board.wins(a, 0):  # `a` last, on the others: no five
+                order.append(a)
+                if place(left - {a}):
+                    return True
+                order.pop()
+            board.cells[a] = 0
+        dead.add(left)
+        return False
+
+    return order[::-1] if place(frozenset(stones)) else None
+
+
 class Board:
     """The position in plain Python: stones, whose turn, wins (the env's rules, checked
     against it in the tests), and the one-ply tactical move."""
@@ -348,6 +382,7 @@ class Brain:
         self._info_errors: dict[str, str] = {}  # INFO key -> its problem, for the next command
         self._job = None  # (model, size, rule, thread, box) of the agent being loaded
         self._chunk_s = None  # the slowest chunk seen (seconds)
+        self._reloads = 0  # loads started again after their search process died, in a row
         self._deep_sims = 0  # the deep search's simulations in the last move (0: none)
         self.board = Board(15, "freestyle")
         self._received = time.perf_counter()
@@ -431,6 +466,8 @@ class Brain:
                 _close(box.pop("agent", None))
         except Exception as e:  # noqa: BLE001 - reported at the next move
             box["error"] = f"{type(e).__name__}: {e}"
+            box["ended"] = isinstance(e, WorkerError) and str(e).startswith(
+                "the search process ended")
             if self._job is not None and self._job[-1] is box:  # (else ended on purpose)
                 traceback.print_exc(file=sys.stderr)
 
@@ -451,9 +488,18 @@ class Brain:
         if "agent" not in box and "error" not in box:
             thread.join(None if wait_s == float("inf") else max(0.0, wait_s))
         if "error" in box:
+            if box.get("ended") and self._reloads < MAX_RELOADS:
+                # Its search process died while loading (killed, out of memory): this move
+                # is the tactical one, and the model loads again.
+                self._reloads += 1
+                self._job = None
+                self._select(self.size)
+                return None
             raise ValueError(f"the model {self.model.name} failed to load: {box['error']}")
-        if "agent" in box and self._chunk_s is None:
-            self._chunk_s = box.get("chunk_s")
+        if "agent" in box:
+            self._reloads = 0
+            if self._chunk_s is None:
+                self._chunk_s = box.get("chunk_s")
         return box.get("agent")
 
     def _deep(self, agent, state, budget: float):
@@ -554,15 +600,21 @@ class Brain:
         """Seconds this move may take, from when its command arrived: the turn, or less
         when INFO time_left runs short."""
         turn = self.info["timeout_turn"]
-        seconds = turn / 1000.0 if turn and turn > 0 else 0.0
+        # (clamped: a turn of 1e17 ms overflowed the waits for a model still loading)
+        seconds = min(turn / 1000.0, MAX_TURN_S) if turn and turn > 0 else 0.0
+        share = self._time_left_share()
+        return seconds if share is None else min(seconds, share)
+
+    def _time_left_share(self) -> float | None:
+        """This move's share of `INFO time_left` in seconds; None when the match's time is
+        not limited. (The protocol: a manager sends time_left whenever it is, and the brain
+        may rely on it alone, not on timeout_match; 2147483647 = no limit.)"""
         left = self.info["time_left"]
-        # The protocol: a manager sends time_left whenever the match's time is limited,
-        # and the brain may rely on it alone (not on timeout_match); 2147483647 = no limit.
-        if left is not None and left < UNLIMITED_MS:
-            empty = self.size * self.size - len(self.board.moves)
-            moves_left = max(8, empty // 4)  # our moves still to come, roughly
-            seconds = min(seconds, left / 1000.0 / moves_left)
-        return seconds
+        if left is None or left >= UNLIMITED_MS:
+            return None
+        empty = self.size * self.size - len(self.board.moves)
+        moves_left = max(8, empty // 4)  # our moves still to come, roughly
+        return max(0.0, left / 1000.0 / moves_left)
 
     def budget(self) -> float:
         """Seconds to search for this move, from when its command arrived."""
@@ -630,6 +682,12 @@ class Brain:
                 budget, self.move_seconds() - 2 * SAFETY_S)
         with_tactics = fastest or (time.perf_counter() - t0 + (agent.mask_seconds or 0.0)
                                    + (self._chunk_s or 0.0) <= budget)
+        share = self._time_left_share() if fastest else None
+        if share is not None:  # as fast as possible, and within the match's time left too
+            spent = time.perf_counter() - t0 + (self._chunk_s or 0.0)
+            if spent > share:
+                return None  # not even one chunk: the tactical check plays
+            with_tactics = spent + (agent.mask_seconds or 0.0) <= share
         try:
             invalid = agent.root_mask(state) if with_tactics else agent.plain_mask(state)
         except TimeoutError:
@@ -782,7 +840,20 @@ class Brain:
     def _cmd_turn(self, arg: str):
         self._need_start()
         self._play(self._coords(arg))
-        self.write(self.think_and_play())
+        try:
+            reply = self.think_and_play()
+        except Exception:
+            if not self.board.over:  # no answer: the board as before the TURN, so that the
+                self._take_back()    # same TURN sent again is the opponent's stone again
+            raise
+        self.write(reply)
+
+    def _take_back(self) -> None:
+        """Removes the last stone."""
+        moves = self.board.moves[:-1]
+        self.reset()
+        for a in moves:
+            self.board.play(a)
 
     def _cmd_play(self, arg: str):
         self._need_start()
@@ -795,10 +866,7 @@ class Brain:
         action = self._coords(arg)
         if not self.board.moves or self.board.moves[-1] != action:
             raise ValueError(f"{self._xy(action)} is not the last stone played")
-        moves = self.board.moves[:-1]
-        self.reset()
-        for a in moves:
-            self.board.play(a)
+        self._take_back()
         self.write("OK")
 
     def _cmd_board(self, arg: str):
@@ -874,15 +942,12 @@ class Brain:
         # way (the manager may send them in any order): under exactly five, a five can
         # become a six, which does not win, when a later stone joins it.
         self.reset()
-        stones = [list(black), list(white)]
-        for i in range(len(points)):
-            side = stones[i % 2]
-            quiet = [a for a in side if not self.board.wins(a, i % 2)]
-            if not quiet:
-                raise ValueError("the position on BOARD is already decided (no order of "
-                                 "its stones avoids a five before the last one)")
-            side.remove(quiet[0])
-            self._play(quiet[0])
+        orders = [_quiet_order(side, self.size, self.rule) for side in (black, white)]
+        if None in orders:
+            raise ValueError("the position on BOARD is already decided (found no order of "
+                             "its stones that avoids a five before the last one)")
+        for i in range(len(points)):  # the two sides' stones never make each other's fives
+            self._play(orders[i % 2][i // 2])
         if self.board.over:
             raise ValueError("the position on BOARD is already decided")
 

@@ -304,6 +304,116 @@ def test_board_stones_in_any_order_under_exactly_five():
     assert out[-1].startswith("ERROR the position on BOARD is already decided"), out
 
 
+def test_board_finds_an_order_the_listed_one_does_not_give():
+    """BOARD took each side's first stone that made no five, in the order listed: own
+    stones 1..4,0 then 0,0 and 5,0 (a six, no win under exactly five) made a five with
+    0,0 and with 5,0 alike, and the brain said no order avoids one. An order exists
+    (0..3, 5, then 4): it is searched for now."""
+    own = [(x, 0) for x in (1, 2, 3, 4, 0, 5)]
+    opponent = [(0, 3), (2, 4), (4, 6), (6, 8), (8, 5), (7, 2)]
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
+                          loader=loader)
+    try:
+        for line in ["INFO rule 1", "START 9", "INFO timeout_turn 50", "BOARD",
+                     *(f"{x},{y},1" for x, y in own), *(f"{x},{y},2" for x, y in opponent),
+                     "DONE"]:
+            brain.handle(line)
+        assert re.fullmatch(r"\d+,\d+", out[-1]), out
+        assert brain.board.winner is None and len(brain.board.moves) == 13
+    finally:
+        loader.end(brain)
+    # The order itself, checked against the Board's own win rule at every stone; and a
+    # set with a five in it (0..4 and 8) has none.
+    order = gomocup._quiet_order([x for x, _ in own], 9, "standard")
+    board = gomocup.Board(9, "standard")
+    for a in order:
+        assert not board.wins(a, 0), order
+        board.cells[a] = 0
+    assert sorted(order) == [0, 1, 2, 3, 4, 5]
+    assert gomocup._quiet_order([0, 1, 2, 3, 4, 8], 9, "standard") is None
+    assert gomocup._quiet_order([0, 1, 2, 3, 4, 5], 9, "freestyle") is None  # six wins
+
+
+class _DiesWhileLoading:
+    """A loader whose search process dies during the first `deaths` loads (as a SIGKILL or
+    the out-of-memory killer during the compile), then fails for good."""
+
+    def __init__(self, deaths: int):
+        self.calls, self.deaths = 0, deaths
+
+    def __call__(self, model, size, rule):
+        self.calls += 1
+        if self.calls <= self.deaths:
+            raise gomocup.WorkerError("the search process ended")
+        raise RuntimeError("a model that does not load")
+
+
+def _loaded(brain) -> None:
+    if brain._job is not None:
+        brain._job[3].join(30)
+
+
+def test_a_search_process_that_dies_while_loading_costs_no_move(capsys):
+    """A load whose process died answered every later move with ERROR (the error kept,
+    never loaded again, not even by START): now that move is the tactical one and the
+    model loads again, up to `MAX_RELOADS` times in a row."""
+    out, loader = [], _DiesWhileLoading(deaths=1)
+    brain = gomocup.Brain(out.append, [_model("c9", 9, head="conv")], loader=loader)
+    for line in ["START 9", "INFO timeout_turn 50"]:
+        brain.handle(line)
+    _loaded(brain)
+    brain.handle("BEGIN")
+    assert out[-1] == "4,4" and "search not ready" in out[-2], out  # tactical: the centre
+    assert loader.calls == 2  # loaded again
+    # The second load failed for good: an ERROR, and the opponent's stone of that TURN is
+    # taken back with it, so the board is as before (it kept the stone, and a repeated
+    # TURN then put the next stone down in the brain's colour).
+    _loaded(brain)
+    brain.handle("TURN 3,3")
+    assert out[-1].startswith("ERROR the model c9 failed to load: RuntimeError"), out
+    assert brain.board.moves == [40]  # its own 4,4 only
+    assert loader.calls == 2
+    # Deaths in a row beyond MAX_RELOADS: the brain says so instead of loading forever.
+    out, loader = [], _DiesWhileLoading(deaths=10)
+    brain = gomocup.Brain(out.append, [_model("c9", 9, head="conv")], loader=loader)
+    brain.handle("START 9")
+    brain.handle("INFO timeout_turn 50")
+    for _ in range(gomocup.MAX_RELOADS):
+        _loaded(brain)
+        brain.handle("RESTART")
+        brain.handle("BEGIN")
+        assert re.fullmatch(r"\d+,\d+", out[-1]), out
+    _loaded(brain)
+    brain.handle("RESTART")
+    brain.handle("BEGIN")
+    assert out[-1].startswith("ERROR the model c9 failed to load: WorkerError: the search "
+                              "process ended"), out
+    assert loader.calls == gomocup.MAX_RELOADS + 1
+    capsys.readouterr()  # (the loads' tracebacks)
+
+
+def test_a_huge_turn_and_fastest_moves_within_time_left():
+    """INFO timeout_turn 99999999999999999 overflowed the wait for a loading model (ERROR
+    internal error OverflowError); it is read as a day. And a turn of 0 (as fast as
+    possible) searched even with 40 ms left in the match: now it searches only when a
+    chunk fits this move's share of the time left, else the tactical check plays."""
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9", 9, head="conv")], loader=loader)
+    try:
+        for line in ["INFO timeout_turn 99999999999999999", "START 9"]:
+            brain.handle(line)
+        assert brain.move_seconds() == gomocup.MAX_TURN_S
+        brain.handle("INFO time_left 40")
+        assert brain.move_seconds() == pytest.approx(0.040 / 20)  # 81 points: 20 moves left
+        brain.handle("INFO timeout_turn 0")
+        assert brain._time_left_share() == pytest.approx(0.040 / 20)
+        brain.handle("INFO time_left 2147483647")
+        assert brain._time_left_share() is None
+    finally:
+        loader.end(brain)
+
+
 class _Blocking:
     """A search process's worker: `hold` blocks until released, `echo` answers at once."""
 
