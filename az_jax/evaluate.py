@@ -293,10 +293,9 @@ def _run(args, engines: list) -> None:
         me = start_brain(env, restored.path, brain_ms, brain, f"{label}-brain[{args.brain}]")
         engines.append(me)
     # External engines play the same number of games, in a host-side loop.
+    max_plies = players.default_max_plies(env, config.selfplay.get("max_game_length", 0))
     games_vs = gauntlet.Gauntlet(env, games, batch_size=args.batch_size,
-                                 opening_plies=int(opening),
-                                 max_plies=players.default_max_plies(
-                                     env, config.selfplay.get("max_game_length", 0)))
+                                 opening_plies=int(opening), max_plies=max_plies)
     runner = games_vs.runner
     # Starts the engines here rather than in `resolve`, so that `run` closes each one
     # (also when the next fails to start); resolves checkpoints: errors before any game.
@@ -337,7 +336,8 @@ def _run(args, engines: list) -> None:
     if results and not args.no_elo:
         # What besides the seed decided each match's games: another deal is other games.
         deals = [f"{runner.num_games} games, {runner.opening_plies} opening plies, batch "
-                 f"{runner.batch}, opponent {i + 1}" for i in range(len(results))]
+                 f"{runner.batch}, opponent {i + 1}, cap {max_plies} plies"
+                 for i in range(len(results))]
         ratings = elo.record(workdir, [r.as_record() for r in results],
                              iteration=restored.iteration, source="evaluate", seed=args.seed,
                              deals=deals)

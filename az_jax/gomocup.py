@@ -263,10 +263,27 @@ def _quiet_order(stones: list[int], size: int, rule: str, limit: int = 20_000):
     dead: set[frozenset] = set()
     steps = [limit]
 
+    def five(left: frozenset) -> bool:  # a five among `left` (on the board now)
+        n = size
+        for a in left:
+            y0, x0 = divmod(a, n)
+            for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
+                px, py = x0 - dx, y0 - dy
+                if 0 <= px < n and 0 <= py < n and board.cells[py * n + px] == 0:
+                    continue  # not the run's first stone
+                run, x, y = 0, x0, y0
+                while 0 <= x < n and 0 <= y < n and board.cells[y * n + x] == 0:
+                    run, x, y = run + 1, x + dx, y + dy
+                if run == 5 or (run > 5 and rule == "freestyle"):
+                    return True
+        return False
+
     def place(left: frozenset) -> bool:
         if not left:
             return True
-        if left in dead or steps[0] <= 0:
+        # Stones that hold a five are no position of the game: every order of them made
+        # it on the way (runs only grow as stones come), so none is tried.
+        if left in dead or steps[0] <= 0 or five(left):
             return False
         steps[0] -= 1
         for a in sorted(left):

@@ -188,6 +188,8 @@ def test_the_same_seed_dealt_otherwise_is_other_games_and_stays(tmp_path):
      "match 1 of 1 has wins=true, not a count of games"),
     ({"matches": [{"a": "x", "b": "y", "wins": 1, "draws": 0, "losses": 0, "seed": "0"}]},
      'match 1 of 1 has seed="0", not an integer'),
+    ({"matches": [{"a": "x", "b": "y", "wins": 1, "draws": 0, "losses": 0, "deal": [1]}]},
+     "match 1 of 1 has deal=[1], not a text"),
     ({"matches": ["x" * 50]}, 'match 1 of 1 is "' + "x" * 36 + '..., not an object'),
 ])
 def test_a_damaged_ladder_is_refused_when_read_not_after_the_games(tmp_path, ladder, why):

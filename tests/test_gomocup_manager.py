@@ -333,6 +333,21 @@ def test_board_finds_an_order_the_listed_one_does_not_give():
     assert sorted(order) == [0, 1, 2, 3, 4, 5]
     assert gomocup._quiet_order([0, 1, 2, 3, 4, 8], 9, "standard") is None
     assert gomocup._quiet_order([0, 1, 2, 3, 4, 5], 9, "freestyle") is None  # six wins
+    # A six among many stones (15x15: the six's end first in index order, 30 spaced stones
+    # after it; or mid-board among 21): found at once. Without pruning the states that
+    # hold a five, the search tried every subset of the others and gave up (None).
+    n = 15
+    spaced = [y * n + x for y in range(3, 15, 2) for x in range(0, 15, 3)]
+    for six, others in (([x for x in range(6)], spaced),
+                        ([7 * n + x for x in range(4, 10)],
+                         [y * n + x for y in range(9, 15, 2) for x in range(0, 15, 3)]
+                         + [0, 3, 6])):
+        order = gomocup._quiet_order(six + others, n, "standard", limit=2_000)
+        assert order is not None and sorted(order) == sorted(six + others)
+        board = gomocup.Board(n, "standard")
+        for a in order:
+            assert not board.wins(a, 0)
+            board.cells[a] = 0
 
 
 class _DiesWhileLoading:

@@ -347,6 +347,29 @@ def test_make_sets_files_are_replaced_all_or_none_even_when_killed(tmp_path):
     assert (tmp_path / "10" / "sets" / names[0]).read_text().startswith("new ")
 
 
+def test_a_swap_s_leftovers_are_put_right_for_their_own_folder_only(tmp_path):
+    """`recover_swap(sets)` took `.sets.v2.old-*` (the leftover of a folder `sets.v2`) for
+    its own: it deleted its files, or moved them into `sets`. And a leftover named with
+    this process's pid (a container's command often has the same pid every run) was
+    taken for one still being written, and never put right."""
+    sibling = tmp_path / ".sets.v2.old-999999.abcd1234"  # pid 999999: not running
+    sibling.mkdir()
+    (sibling / "a.txt").write_text("sets.v2's only copy")
+    connect4_positions.recover_swap(tmp_path / "sets")  # `sets` missing: not taken
+    assert not (tmp_path / "sets").exists() and (sibling / "a.txt").exists()
+    (tmp_path / "sets").mkdir()
+    connect4_positions.recover_swap(tmp_path / "sets")  # `sets` there: not emptied either
+    assert (sibling / "a.txt").read_text() == "sets.v2's only copy"
+    assert connect4_positions.swap_leftovers(tmp_path / "sets") == []
+    assert connect4_positions.swap_leftovers(tmp_path / "sets.v2") == [sibling]
+    os.rmdir(tmp_path / "sets")
+    mine = tmp_path / f".sets.old-{os.getpid()}.0123abcd"
+    mine.mkdir()
+    (mine / "b.txt").write_text("old sets")
+    connect4_positions.recover_swap(tmp_path / "sets")
+    assert (tmp_path / "sets" / "b.txt").read_text() == "old sets" and not mine.exists()
+
+
 def test_make_sets_writes_in_place_where_a_new_folder_would_be_noticed(tmp_path, monkeypatch):
     """The folder swap is only for a folder nobody notices being replaced. Where the process
     works in it (a shell there was left in the removed old folder, seeing nothing), where

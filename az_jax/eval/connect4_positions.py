@@ -311,9 +311,15 @@ def swap_leftovers(folder) -> list[Path]:
     folder = Path(folder)
     if not folder.parent.is_dir():
         return []
-    found = [p for p in folder.parent.iterdir() if _LEFTOVER.fullmatch(p.name)
-             and p.name.startswith(f".{folder.name}.") and p.is_dir() and not p.is_symlink()]
-    return sorted(found, key=lambda p: (_LEFTOVER.fullmatch(p.name)[1] != "old", p.name))
+    mine = _leftover(folder)  # this folder's only: `.sets.v2.old-*` is `sets.v2`'s
+    found = [p for p in folder.parent.iterdir() if mine.fullmatch(p.name)
+             and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (mine.fullmatch(p.name)[1] != "old", p.name))
+
+
+def _leftover(folder: Path) -> re.Pattern:
+    """The names `_swap_folder` gives `folder`'s new and old groups: (old|new), pid."""
+    return re.compile(rf"\.{re.escape(folder.name)}\.(old|new)-(\d+)\.[0-9a-f]+")
 
 
 def recover_swap(folder) -> None:
@@ -324,7 +330,7 @@ def recover_swap(folder) -> None:
     touched."""
     folder = Path(folder)
     for left in swap_leftovers(folder):
-        kind, pid = _LEFTOVER.fullmatch(left.name).group(1, 2)
+        kind, pid = _leftover(folder).fullmatch(left.name).group(1, 2)
         if _running(int(pid)):
             continue
         if kind == "old" and not folder.exists():
@@ -340,6 +346,10 @@ def recover_swap(folder) -> None:
 
 
 def _running(pid: int) -> bool:
+    """Whether process `pid` is alive, this one excepted (it is not swapping: a container's
+    command often has the same pid every run, and would never put its leftovers right)."""
+    if pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -347,9 +357,6 @@ def _running(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True  # another user's process (or not a pid at all: leave it alone)
     return True
-
-
-_LEFTOVER = re.compile(r"\..+\.(old|new)-(\d+)\.[0-9a-f]+")
 
 
 # A rename of a folder the system refuses (busy, another filesystem, not permitted).

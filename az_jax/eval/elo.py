@@ -228,6 +228,8 @@ def _malformed(data: dict) -> str | None:
             v = m.get(k)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
                 return f"{where} has {k}={_short(v)}, not an integer"
+        if not isinstance(m.get("deal", ""), str):
+            return f"{where} has deal={_short(m['deal'])}, not a text"
     return None
 
 
