@@ -270,6 +270,21 @@ def test_protocol_edges_of_start_begin_and_board():
         loader.end(brain)
 
 
+def _board_exactly_five(stones: list[str]) -> tuple[list[str], gomocup.Board]:
+    """A 9x9 exactly-five brain (its model never loads) sent BOARD with `stones` (x,y,field
+    lines): its answers and its board after them."""
+    out, loader = [], _Never()
+    brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
+                          loader=loader)
+    try:
+        for line in ["INFO rule 1", "START 9", "INFO timeout_turn 50", "BOARD", *stones,
+                     "DONE"]:
+            brain.handle(line)
+    finally:
+        loader.end(brain)
+    return out, brain.board
+
+
 def test_board_stones_in_any_order_under_exactly_five():
     """The protocol lets BOARD list stones in any order. Under exactly five a six is no
     win, but the stones of one went down in the order given, so 0..5 in a row made a five
@@ -279,16 +294,8 @@ def test_board_stones_in_any_order_under_exactly_five():
     own = [(0, 2), (2, 2), (4, 2), (6, 2), (8, 4)]
     answers = []
     for order in (opponent, opponent[:3] + opponent[4:] + opponent[3:4]):
-        out, loader = [], _Never()
-        brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
-                              loader=loader)
-        try:
-            for line in ["INFO rule 1", "START 9", "INFO timeout_turn 50", "BOARD",
-                         *(f"{x},{y},2" for x, y in order), *(f"{x},{y},1" for x, y in own),
-                         "DONE"]:
-                brain.handle(line)
-        finally:
-            loader.end(brain)
+        out, _ = _board_exactly_five([*(f"{x},{y},2" for x, y in order),
+                                      *(f"{x},{y},1" for x, y in own)])
         assert re.fullmatch(r"\d+,\d+", out[-1]), out
         answers.append(out[-1])
     assert answers[0] == answers[1]
@@ -311,18 +318,10 @@ def test_board_finds_an_order_the_listed_one_does_not_give():
     (0..3, 5, then 4): it is searched for now."""
     own = [(x, 0) for x in (1, 2, 3, 4, 0, 5)]
     opponent = [(0, 3), (2, 4), (4, 6), (6, 8), (8, 5), (7, 2)]
-    out, loader = [], _Never()
-    brain = gomocup.Brain(out.append, [_model("c9s", 9, "standard", head="conv")],
-                          loader=loader)
-    try:
-        for line in ["INFO rule 1", "START 9", "INFO timeout_turn 50", "BOARD",
-                     *(f"{x},{y},1" for x, y in own), *(f"{x},{y},2" for x, y in opponent),
-                     "DONE"]:
-            brain.handle(line)
-        assert re.fullmatch(r"\d+,\d+", out[-1]), out
-        assert brain.board.winner is None and len(brain.board.moves) == 13
-    finally:
-        loader.end(brain)
+    out, board = _board_exactly_five([*(f"{x},{y},1" for x, y in own),
+                                      *(f"{x},{y},2" for x, y in opponent)])
+    assert re.fullmatch(r"\d+,\d+", out[-1]), out
+    assert board.winner is None and len(board.moves) == 13
     # The order itself, checked against the Board's own win rule at every stone; and a
     # set with a five in it (0..4 and 8) has none.
     order = gomocup._quiet_order([x for x, _ in own], 9, "standard")
