@@ -310,11 +310,11 @@ def record(workdir, results: Sequence[tuple[str, str, int, int, int]], *,
         deals = list(deals) if deals is not None else [None] * len(results)
         if seed is not None:  # earlier calls' matches only: one call's results all count
             again = {(a, b, deal) for (a, b, *_), deal in zip(results, deals, strict=True)}
+            pairs = {(a, b) for a, b, _ in again}  # (an older match, without a deal)
             data["matches"] = [m for m in data["matches"]
                                if not (m.get("source") == source and m.get("seed") == int(seed)
                                        and ((m["a"], m["b"], m.get("deal")) in again
-                                            or ("deal" not in m and (m["a"], m["b"]) in
-                                                {(a, b) for a, b, _ in again})))]
+                                            or ("deal" not in m and (m["a"], m["b"]) in pairs)))]
         for (a, b, w, d, losses), deal in zip(results, deals, strict=True):
             match = {"a": a, "b": b, "wins": int(w), "draws": int(d), "losses": int(losses),
                      "iteration": iteration, "source": source, "time": now}

@@ -73,7 +73,7 @@ def default_max_plies(env, max_game_length: int = 0) -> int:
              or getattr(env, "max_steps", None))
     if limit:
         return 2 * int(limit)
-    if len(env.observation_shape) < 3:  # [H, W, C] boards; (34,) is backgammon's
+    if len(env.observation_shape) < 2:  # no board: (34,) is backgammon's
         return UNBOUNDED_MAX_PLIES
     h, w = env.observation_shape[:2]
     return 2 * int(h) * int(w)
