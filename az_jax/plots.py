@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from az_jax import files
 
 
 def read_metrics(workdir) -> list[dict]:
@@ -56,17 +57,11 @@ def _save(fig, path: Path) -> Path:
     for ax in fig.axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
-    path = Path(path)
-    # A temporary file beside it, then one rename: a kill mid-write leaves the old plot
-    # (or none), never a truncated PNG.
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    # A kill mid-write leaves the old plot (or none), never a truncated PNG.
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        return files.write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100))
     finally:
-        tmp.unlink(missing_ok=True)
         _pyplot().close(fig)
-    return path
 
 
 def _main_suffix(names) -> str | None:

@@ -29,7 +29,7 @@ from jax.sharding import PartitionSpec as P
 import envs
 from az_jax import checkpoint as ckpt
 from az_jax import config as config_lib
-from az_jax import learner, network, parallel, replay, search, selfplay
+from az_jax import files, learner, network, parallel, replay, search, selfplay
 from az_jax import workdir as runs
 from az_jax.parallel import DATA
 
@@ -288,9 +288,7 @@ def forget_after(workdir, iteration: int) -> None:
     if path.exists():
         keep = [r for r in plots.read_metrics(workdir) if r.get("iteration", 0) <= iteration]
         if len(keep) != len(path.read_text().splitlines()):
-            tmp = path.with_name(".metrics.jsonl.tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-            os.replace(tmp, path)
+            files.write_atomic(path, "".join(json.dumps(r) + "\n" for r in keep))
     elo.forget_after(workdir, iteration)
 
 

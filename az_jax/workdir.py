@@ -24,6 +24,7 @@ from pathlib import Path
 import ml_collections
 
 import envs
+from az_jax import files
 
 # Fields (or groups, ending in ".") a resumed run may take from the command instead of the
 # run: they change no array in the checkpoint. `train.num_iterations` also rescales the
@@ -220,14 +221,7 @@ def write_config(workdir, config: ml_collections.ConfigDict) -> None:
     """Writes `config` to `<workdir>/config.json` atomically (a temporary file in the same
     folder, then renamed over it): a crash never leaves a half-written file, which would
     stop every later command on this workdir."""
-    path = Path(workdir) / "config.json"
-    tmp = path.with_name(f".config.json.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(config.to_json(indent=2))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.write_atomic(Path(workdir) / "config.json", config.to_json(indent=2))
 
 
 def exported_from(workdir) -> str | None:

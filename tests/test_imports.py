@@ -137,9 +137,9 @@ def test_envs_never_import_az_jax():
 # docs/architecture.md's layers, lowest first; a module imports only its own layer and lower.
 LAYERS = (
     ("game rules", ("envs",)),
-    ("core", ("az_jax.argtypes", "az_jax.network", "az_jax.search", "az_jax.mctx_backward",
-              "az_jax.selfplay", "az_jax.replay", "az_jax.learner", "az_jax.parallel",
-              "az_jax.parallel_setup")),
+    ("core", ("az_jax.argtypes", "az_jax.files", "az_jax.network", "az_jax.search",
+              "az_jax.mctx_backward", "az_jax.selfplay", "az_jax.replay", "az_jax.learner",
+              "az_jax.parallel", "az_jax.parallel_setup")),
     ("checkpoints", ("az_jax.checkpoint",)),  # the driver's file that evaluation restores with
     ("evaluation", ("az_jax.eval",)),
     ("driver", ("az_jax.config", "az_jax.trainer", "az_jax.workdir", "az_jax.plots")),

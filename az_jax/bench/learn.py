@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from az_jax import MAX_MINUTES, cli
+from az_jax import MAX_MINUTES, cli, files
 from az_jax import config as config_lib
 from az_jax.bench import common
 
@@ -639,12 +639,7 @@ def run(args: argparse.Namespace) -> dict:
 def _write(path: Path, text: str) -> None:
     """Writes `path` whole or not at all (a temporary file beside it, then a rename): a kill
     mid-write leaves the file before it, never a truncated JSON."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    files.write_atomic(path, text)
 
 
 def _keep_aside(path: Path) -> Path:

@@ -36,15 +36,14 @@ import contextlib
 import datetime as _dt
 import json
 import math
-import os
 import re
-import secrets
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from az_jax import files
 
 FILENAME = "elo.json"
 FORMAT = "az_jax-elo-1"
@@ -258,19 +257,7 @@ def _locked(workdir):
 def _write(workdir, data: dict) -> None:
     """Writes elo.json atomically (a temporary file, then a rename), with the mode of the
     file it replaces (a new one gets the umask's, as any file the run writes)."""
-    p = path(workdir)
-    tmp = p.parent / f".elo.{os.getpid()}.{secrets.token_hex(4)}.json"
-    # Not mkstemp: its file is owner-only (0600), and the rename would make elo.json so.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        if p.exists():
-            os.chmod(tmp, stat.S_IMODE(p.stat().st_mode))
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.write_atomic(path(workdir), json.dumps(data, indent=1))
 
 
 def ratings_json(ratings: dict[str, Rating]) -> dict:
