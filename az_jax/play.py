@@ -341,11 +341,10 @@ def main(argv=None, read=None, write=print) -> int:
         game = TerminalGame(agent, human, agent.num_simulations, top=args.top,
                             delay=args.delay, read=read, write=write)
         agent.warmup()  # compile before the first prompt
-        try:
-            return game.run()
-        except KeyboardInterrupt:
-            write("\ninterrupted")
-            return 130
+        return game.run()
+    except KeyboardInterrupt:  # at a prompt, mid-search, or while compiling
+        write("\ninterrupted")
+        return 130
     except BrokenPipeError:  # the reader left (`--ai-vs-ai | head`): stop quietly
         if write is print:  # nor a second error as Python flushes stdout at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -65,10 +65,12 @@ def make(env_id: str, **kwargs) -> Env:
       ValueError: unknown id or parameter, listing what is valid.
     """
     if isinstance(env_id, str) and env_id.startswith("pgx:"):
+        if kwargs:  # PgxEnv takes none: a TypeError there would escape the callers' checks
+            raise ValueError(f"{env_id} takes no parameters, got {', '.join(sorted(kwargs))}")
         from envs import pgx_adapter
 
-        return pgx_adapter.PgxEnv(env_id[4:], **kwargs)
-    if env_id not in _REGISTRY:
+        return pgx_adapter.PgxEnv(env_id[4:])
+    if not isinstance(env_id, str) or env_id not in _REGISTRY:
         valid = "; ".join(_signature(e) for e in registered())
         raise ValueError(f"unknown env id {env_id!r}. Valid ids and parameters: {valid}")
     cls = _load(env_id)

@@ -704,3 +704,21 @@ def test_env_loop_restarts_finished_games():
     states, finished = run(states, ttt.init(jax.random.PRNGKey(1)), jax.random.PRNGKey(2))
     assert int(finished) == 8
     assert not np.asarray(states.done).any() and (np.asarray(states.step_count) <= 4).all()
+
+
+@pytest.mark.parametrize("where,says", [("missing/x.json", "no folder"),
+                                        (".", "is a folder: give a file")])
+def test_a_bad_json_path_is_refused_before_the_benchmark_runs(tmp_path, capsys, where, says):
+    """It was a FileNotFoundError/IsADirectoryError traceback after the timings, which
+    were lost; now the path is checked first (nothing printed, nothing compiled)."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["env", "--env", "tictactoe", "--no-pgx", "--json", str(tmp_path / where)])
+    assert says in str(e.value)
+    assert capsys.readouterr().out == ""
+
+
+def test_a_huge_seed_is_a_usage_error():
+    """An OverflowError traceback deep in JAX after compiling; now argparse's error."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["env", "--env", "tictactoe", "--no-pgx", "--seed", "9" * 30])
+    assert e.value.code == 2

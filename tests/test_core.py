@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import pytest
 
+import envs
 from envs.tictactoe import TicTacToe
 from tests import minimax
 
@@ -64,3 +65,15 @@ def test_a_running_game_at_the_limit_is_a_draw():
     last = states[-1]
     assert bool(last.truncated) and not bool(last.terminated) and bool(last.done)
     np.testing.assert_array_equal(last.rewards, [0.0, 0.0])
+
+
+@pytest.mark.parametrize("env_id,kwargs,says", [
+    ("pgx:tic_tac_toe", {"size": 3}, "pgx:tic_tac_toe takes no parameters, got size"),
+    (["connect4"], {}, "unknown env id ['connect4']"),
+])
+def test_make_refuses_bad_ids_and_parameters_with_a_value_error(env_id, kwargs, says):
+    """train.py and bench catch ValueError only: a pgx game given a parameter was a
+    TypeError traceback (PgxEnv takes none), a list as id `unhashable type`."""
+    with pytest.raises(ValueError) as e:
+        envs.make(env_id, **kwargs)
+    assert says in str(e.value)

@@ -508,3 +508,19 @@ def test_top_always_holds_the_chosen_move():
     assert [c.action for c in t.top(3)] == [0, 1, 8]
     assert [c.action for c in t.top(5)] == [0, 1, 2, 3, 8]
     assert t.top(1)[0].action == 8
+
+
+def test_ctrl_c_while_compiling_is_interrupted_not_a_traceback(ttt_run):
+    """Ctrl-C before the first prompt (the search compiling) escaped main as a
+    KeyboardInterrupt traceback; only the game itself was covered. The person's key press
+    lands here as the write of the compiling line raising it."""
+    said = []
+
+    def write(text):
+        said.append(text)
+        if text.startswith("compiling the search"):
+            raise KeyboardInterrupt
+
+    assert play.main(["--workdir", str(ttt_run), "--sims", "2"], read=lambda _: "A1",
+                     write=write) == 130
+    assert said[-1] == "\ninterrupted"

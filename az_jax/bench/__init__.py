@@ -65,7 +65,7 @@ import os
 import sys
 
 from az_jax import config as config_lib
-from az_jax.bench import backward, env, learn, pgx, selfplay, suite, threats, train
+from az_jax.bench import backward, common, env, learn, pgx, selfplay, suite, threats, train
 
 # name -> the module that runs it (HELP, DESCRIPTION, add_args, run).
 SUBCOMMANDS = {"env": env, "selfplay": selfplay, "train": train, "pgx": pgx,
@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None, *, host_devices: bool = False) -> dict:
         raise SystemExit(f"error: {args.subcommand} takes no config, so no --config.a.b=v "
                          f"overrides: {', '.join(overrides)}")
     args.config_overrides = overrides
+    common.check_out("--json", getattr(args, "json", None))
     if host_devices and getattr(args, "devices", None):
         request_host_devices(max(args.devices))
     elif host_devices and args.subcommand == "learn":  # its evaluation: one job a core

@@ -9,10 +9,11 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 
-from az_jax import cli
+from az_jax import cli, files
 from az_jax import config as config_lib
 
 # Our env id -> the pgx env id of the same game, timed side by side when pgx is installed.
@@ -82,10 +83,18 @@ def print_memory(r: dict) -> None:
     print(f"  peak {kind[r['peak_memory_kind']]}: {r['peak_memory_bytes'] / 2**20:.0f} MiB")
 
 
+def check_out(flag: str, out: str | None) -> None:
+    """Exits unless `out` (a --json/--png path, or None) can be written: checked before the
+    work, so that a typo never costs a finished benchmark its results."""
+    if out is not None and (Path(out).is_dir() or not Path(out).parent.is_dir()):
+        raise SystemExit(f"error: {flag} {out}: " + (
+            "is a folder: give a file" if Path(out).is_dir() else
+            f"no folder {Path(out).parent} to write it in"))
+
+
 def write_json(path: str | None, result: dict) -> None:
     if path:
-        with open(path, "w") as f:
-            json.dump(result, f, indent=2)
+        files.write_atomic(path, json.dumps(result, indent=2))
 
 
 def finish(result: dict, json_path: str | None) -> dict:

@@ -177,7 +177,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="timed calls after one warm-up; the best is reported (default 3)",
     )
     p.add_argument("--no-pgx", action="store_true", help="skip the pgx comparison")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=cli.integer(0, cli.MAX_SEED), default=0)
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results here")
 
 

@@ -549,11 +549,8 @@ def run(args: argparse.Namespace) -> dict:
         _check_ladder(args.ladder)
     if workdir.exists() and not workdir.is_dir():
         raise SystemExit(f"error: --workdir {workdir} is a file: give a new folder")
-    for flag, out in (("--json", args.json), ("--png", args.png)):
-        if out is not None and (Path(out).is_dir() or not Path(out).parent.is_dir()):
-            raise SystemExit(f"error: {flag} {out}: " + (
-                "is a folder: give a file" if Path(out).is_dir() else
-                f"no folder {Path(out).parent} to write it in"))
+    common.check_out("--json", args.json)
+    common.check_out("--png", args.png)
     if args.stage == "evaluate" and (workdir / "learn.json").exists():
         kept = _keep_aside(workdir / "learn.json")  # re-evaluated: the earlier results stay
         log(f"the earlier results: {kept}")

@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> dict:
         import pgx
     except ImportError:
         print("pgx is not installed: skipping the pgx comparison (pip install -e \".[pgx]\")")
-        return {"subcommand": "pgx", "skipped": "pgx not installed"}
+        return common.finish({"subcommand": "pgx", "skipped": "pgx not installed"}, args.json)
     from az_jax import network, search, selfplay
 
     c, batch, sims = common.sized_config(args)
