@@ -568,7 +568,7 @@ def run(args: argparse.Namespace) -> dict:
             saved.update(trained=trained, machine=m0, load=common.load_average(),
                          minutes=args.minutes, config=str(args.config), overrides=user,
                          bench_overrides=overrides[:len(overrides) - len(user)])
-            _write(workdir / "train.json", json.dumps(saved, indent=2))
+            files.write_atomic(workdir / "train.json", json.dumps(saved, indent=2))
             if trained["stopped_by"].startswith(("failed", "interrupted")):
                 log(f"train.py {trained['stopped_by']}; {workdir / 'train.json'} written"
                     + (f": --stage evaluate --workdir {workdir} evaluates its checkpoints"
@@ -617,26 +617,21 @@ def run(args: argparse.Namespace) -> dict:
         return result
 
     def write(points: list[dict], evaluator) -> None:
-        _write(workdir / "learn.json", json.dumps(result_of(points, evaluator), indent=2))
+        files.write_atomic(workdir / "learn.json",
+                           json.dumps(result_of(points, evaluator), indent=2))
 
     points, evaluator = evaluate_steps(workdir, chosen, args, log, on_point=write)
     result = result_of(points, evaluator)
     print(format_table(result))
     result.update(_memory(trained))
-    _write(workdir / "learn.json", json.dumps(result, indent=2))
+    files.write_atomic(workdir / "learn.json", json.dumps(result, indent=2))
     png = plot(result, workdir / "learn.png")
     print(f"wrote {workdir / 'learn.json'} and {png}")
     if args.json:
-        _write(Path(args.json), json.dumps(result, indent=2))
+        files.write_atomic(Path(args.json), json.dumps(result, indent=2))
     if args.png:
         plot(result, Path(args.png))
     return result
-
-
-def _write(path: Path, text: str) -> None:
-    """Writes `path` whole or not at all (a temporary file beside it, then a rename): a kill
-    mid-write leaves the file before it, never a truncated JSON."""
-    files.write_atomic(path, text)
 
 
 def _keep_aside(path: Path) -> Path:
