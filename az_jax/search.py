@@ -185,7 +185,7 @@ def _defender_loses(env, state, depth: int):
     return jnp.concatenate([lost[None], lost | (holds & ~after.done & then)])
 
 
-def _wins_in_two_despite(env, child, me):
+def _wins_in_two_despite(env, child, me, threat=None):
     """bool[A]: the opponent's (to move in `child`, after a move of `me`) first moves of a
     forced win within two of his moves.
 
@@ -195,13 +195,26 @@ def _wins_in_two_despite(env, child, me):
     a null move of `me` (the same stones, his move again; the rules read the mover from
     `current_player`, as `winning_moves`' check in `envs.testing` does). His threat must be
     gone there, not merely postponed; a block that makes him a winning point counts
-    against the four too. This is a judgement, not a proof: `me` moves after the block.
-    Where a stone can hurt its owner (Connect4: his block opens the cell above it to both
-    sides), the four is checked as any other move: a True is then a proof that the move
-    loses (bitbully agrees on the shipped solver sets, tests/test_threats.py).
+    against the four too. With `threat` (bool[A]: his first moves of a win in two before
+    `me`'s move, `tactical_mask`'s null move at the root), only those count there: a win
+    in two that his block stone made is one `me`, who moves after the block, can still
+    stop (the four stopped his three, and gained the tempo to meet the next). This is a
+    judgement, not a proof. Where a stone can hurt its owner (Connect4: his block opens
+    the cell above it to both sides), the four is checked as any other move: a True is
+    then a proof that the move loses (bitbully agrees on the shipped solver sets,
+    tests/test_threats.py).
     """
+    sure, delayed = _wins_in_two_parts(env, child, me)
+    return sure | (delayed if threat is None else delayed & threat)
+
+
+def _wins_in_two_parts(env, child, me):
+    """(sure, delayed), bool[A] each, for `_wins_in_two_despite`: the wins that count
+    whatever he threatened before (all of them when `me`'s move is not a four), and those
+    found after a four's block and a null move."""
     if not env.zugzwang_free:  # a static property: no block or null move is traced
-        return _forced_win_moves(env, child, _step_all(env, child), 2, _INNER_WIDTH)[0]
+        wins = _forced_win_moves(env, child, _step_all(env, child), 2, _INNER_WIDTH)[0]
+        return wins, jnp.zeros_like(wins)
     opponent = 1 - me
     ours = env.winning_moves(child, me)  # bool[A]
     blocked = env.step(child, jnp.argmax(ours))
@@ -210,7 +223,7 @@ def _wins_in_two_despite(env, child, me):
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
     wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
     his_fives = env.winning_moves(passed, opponent)  # his block made him a four
-    return wins | (delay & his_fives)
+    return jnp.where(delay, his_fives, wins), delay & wins
 
 
 def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
@@ -265,27 +278,46 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     # other actions (all tied at finfo.min), not by prior: they are checked too, which is
     # harmless (a result counts only where the move is `safe`, and a filler's key points
     # only pick what round 2 checks), but they are not the network's next favourites.
-    def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two)
-        _, checked = jax.lax.top_k(jnp.where(moves, prior, jnp.finfo(jnp.float32).min),
-                                   min(_DEFENCES_CHECKED, env.num_actions))
-        wins = jax.lax.map(lambda c: _wins_in_two_despite(env, c, state.current_player),
-                           jax.tree.map(lambda x: x[checked], children))
-        return checked, wins
+    # Is he threatening a win in two at all, and from where? In a game without zugzwang,
+    # the root with a null move of the mover answers it (a stone of the mover never helps
+    # him); it rides in the same map as the checked moves (one compiled body), as a last
+    # candidate. Without it, a checked four whose forced block made him a four looked like
+    # a threat of his, and a quiet root was cut to the checked moves; and a four that
+    # stopped his three was judged by the new threats his block stone made, which the
+    # mover, moving next, can meet (`_wins_in_two_despite`).
+    passed = state.replace(current_player=jnp.asarray(opponent, state.current_player.dtype))
+
+    def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two,
+        _, checked = jax.lax.top_k(  # bool[A]: his wins in two after a null move)
+            jnp.where(moves, prior, jnp.finfo(jnp.float32).min),
+            min(_DEFENCES_CHECKED, env.num_actions))
+        candidates = jax.tree.map(lambda x: x[checked], children)
+        if env.zugzwang_free:
+            candidates = jax.tree.map(lambda c, r: jnp.concatenate([c, r[None]]),
+                                      candidates, passed)
+        sure, delayed = jax.lax.map(  # bool[K (+ 1), A] each
+            lambda c: _wins_in_two_parts(env, c, state.current_player), candidates)
+        if not env.zugzwang_free:
+            return checked, sure | delayed, jnp.bool_(False)
+        threat = sure[-1]  # bool[A]: his wins in two at the root (no four there: no delay)
+        return checked, sure[:-1] | (delayed[:-1] & threat), threat.any()
 
     # The network's favourites first; if one of them allows a win in two, the points where
     # the opponent would play it (his key points: an open three's ends) are checked next.
     # Two rounds of one compiled body (a scan: the threat program is what the Gomocup
     # brain's memory pays for, by its size): round 2 checks the key points round 1 found.
     def round_(moves, _):
-        checked, wins = refutations(moves)
-        return safe & wins.any(0), (checked, wins.any(-1))
+        checked, wins, threat = refutations(moves)
+        return safe & wins.any(0), (checked, wins.any(-1), threat)
 
-    _, (checked, beaten) = jax.lax.scan(round_, safe, None, length=2)
+    _, (checked, beaten, threat) = jax.lax.scan(round_, safe, None, length=2)
     checked, beaten = checked.reshape(-1), beaten.reshape(-1)  # int32[2K], bool[2K]
     held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win in two
     lost2 = jnp.zeros_like(legal).at[checked].max(beaten & safe[checked])
+    # Where a stone can hurt its owner (Connect4), every move is checked there (K >= A).
+    facing = threat[0] if env.zugzwang_free else lost2.any()
     # Facing a win in two: the checked moves that hold it, if any; else drop those that don't.
-    defended = jnp.where(lost2.any() & held.any(), held, safe & ~lost2)
+    defended = jnp.where(facing & held.any(), held, safe & ~lost2)
     return jnp.where(win.any(), win, jnp.where(
         forced.any(), forced, jnp.where(defended.any(), defended,
                                         jnp.where(safe.any(), safe, legal))))

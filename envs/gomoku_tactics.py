@@ -287,9 +287,11 @@ def classify(board: np.ndarray, player: int, rule: str = "freestyle") -> Tactic 
         double three, say) is not a VCF and is not among the answers.
       block_open_three: the opponent has open-four moves, `player` has no VCF in
         `DEFENCE_VCF_MOVES` and can stop them all; answers: every move that leaves the
-        opponent no open-four move (not every legal move, else nothing is tested). A
-        mover with a longer VCF wins by force whatever the three: the position gets no
-        category (the answers would call his winning fours mistakes).
+        opponent no open-four move and no VCF in `DEFENCE_VCF_MOVES` (not every legal
+        move, else nothing is tested). A mover with a longer VCF wins by force whatever
+        the three: the position gets no category (the answers would call his winning
+        fours mistakes); nor does one where every stop of the three leaves him a VCF (a
+        four-three, say: the position is lost, and no answer would be right).
     """
     _check(board, player, rule)
     empty = board == EMPTY
@@ -310,8 +312,12 @@ def classify(board: np.ndarray, player: int, rule: str = "freestyle") -> Tactic 
     if vcf.any():
         return Tactic("vcf3", vcf)
     opp_threats, defences = open_three_defences(board, player, rule)
-    if (opp_threats.any() and defences.any() and defences.sum() < empty.sum()
-            and not vcf_moves(board, player, DEFENCE_VCF_MOVES, rule).any()):
+    if not opp_threats.any() or vcf_moves(board, player, DEFENCE_VCF_MOVES, rule).any():
+        return None
+    for m in np.flatnonzero(defences):  # a stop of the three that leaves him a VCF loses
+        defences.flat[m] = not _vcf_wins(_with(board, m, player), 1 - player, rule,
+                                         DEFENCE_VCF_MOVES)
+    if defences.any() and defences.sum() < empty.sum():
         return Tactic("block_open_three", defences)
     return None
 

@@ -334,6 +334,29 @@ def test_a_longer_vcf_is_not_labelled_a_defence(moves, fours):
     assert gt.classify(board, player) is None
 
 
+@pytest.mark.parametrize(("moves", "kept"), [
+    # Once in the shipped 9x9 suite as block_open_three with answers 10, 37 and 46.
+    ([40, 47, 55, 30, 29, 18, 19, 2, 13, 67, 68, 69, 76, 4, 1, 74, 28], [37]),
+    # Once there with answers 39 and 43: a lost position, whatever stops the three.
+    ([40, 59, 41, 22, 23, 11, 47, 32, 13, 14, 61, 66, 42], []),
+], ids=["two of three stops lose", "every stop loses"])
+def test_a_stop_of_an_open_three_that_leaves_him_a_vcf_is_no_answer(moves, kept):
+    """The opponent has an open three; some moves stop it (no open-four move left to
+    him) but leave him a VCF, which wins through the env against every reply: those are
+    no answers, and where no stop is left the position gets no category."""
+    board, player = gt.board_from_moves(moves, 9)
+    threats, stops = gt.open_three_defences(board, player)
+    assert threats.any() and set(kept) < flat(stops)
+    for m in flat(stops) - set(kept):
+        his = gt.vcf_moves(gt._with(board, m, player), 1 - player, gt.DEFENCE_VCF_MOVES)
+        assert_vcf_wins([*moves, m], 9, "freestyle", his, budget=gt.DEFENCE_VCF_MOVES)
+    t = gt.classify(board, player)
+    if kept:
+        assert t.category == "block_open_three" and flat(t.answers) == set(kept)
+    else:
+        assert t is None
+
+
 def test_canonical_key_under_the_8_symmetries():
     rng = np.random.default_rng(3)
     board, player = gt.board_from_moves(rng.permutation(81)[:20], 9)

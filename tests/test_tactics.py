@@ -33,7 +33,10 @@ def test_shipped_suite(size):
     assert (suite.size, suite.rule) == (size, "freestyle")
     assert suite.header["recipe"]["sources"] and "make" in suite.header["command"]
     counts = {c: sum(p.category == c for p in suite.positions) for c in gt.CATEGORIES}
-    assert min(counts.values()) >= 200, counts
+    # 250 picked per category; block_open_three lost its lost positions at stop 69's
+    # relabelling (221 and 177 left)
+    assert min(counts.values()) >= 200 or min(counts, key=counts.get) == "block_open_three" \
+        and counts["block_open_three"] >= 150 and sorted(counts.values())[1] >= 200, counts
     keys = {gt.canonical_key(*gt.board_from_moves(p.moves, size)) for p in suite.positions}
     assert len(keys) == len(suite.positions)
     assert len({p.source for p in suite.positions}) >= 4
@@ -142,6 +145,32 @@ def test_make_writes_a_loadable_suite(tmp_path, capsys):
         assert t.category == p.category and tuple(np.flatnonzero(t.answers)) == p.answers
     assert tactics.main(["make", "--size", "7", "--out", str(out), "--sources", "alpha"]) == 2
     assert "unknown source 'alpha'" in capsys.readouterr().err
+
+
+def test_relabel_gives_new_answers_and_drops_a_changed_category(tmp_path, capsys):
+    """`relabel` after a change to `classify`: two positions once labelled block_open_three
+    with stops that leave the opponent a VCF (test_gomoku_tactics.py works them through
+    the env): one keeps its one good answer, the lost one is dropped; a right label is
+    untouched; the header says what changed, and a second run changes nothing."""
+    stale = ['{"moves":[40,47,55,30,29,18,19,2,13,67,68,69,76,4,1,74,28],"to_move":"white",'
+             '"category":"block_open_three","answers":[10,37,46],"source":"random"}',
+             '{"moves":[40,59,41,22,23,11,47,32,13,14,61,66,42],"to_move":"white",'
+             '"category":"block_open_three","answers":[39,43],"source":"policy"}',
+             '{"moves":[68,31,6,69,53,2,64,28,42,74,41,29,70,78,13,39,58,34,22,61,1,30,46],'
+             '"to_move":"white","category":"win_in_one","answers":[27,32],"source":"onestep"}']
+    path = _suite_file(tmp_path, stale)
+    assert tactics.main(["relabel", str(path), "--note", "why"]) == 0
+    assert "2 positions kept, 1 with new answers, dropped {'block_open_three': 1}" \
+        in capsys.readouterr().out
+    suite = tactics.load(path)
+    assert [(p.category, p.answers, p.source) for p in suite.positions] == [
+        ("block_open_three", (37,), "random"), ("win_in_one", (27, 32), "onestep")]
+    assert suite.header["note"] == ("why; relabelled: 1 positions' answers changed, "
+                                    "dropped 1 block_open_three")
+    before = path.read_bytes()
+    assert tactics.relabel(path) == {"positions": 2, "answers_changed": 0, "dropped": {}}
+    assert path.read_bytes() == before
+    assert tactics.main(["relabel", str(tmp_path / "none.jsonl")]) == 2
 
 
 def test_select_takes_the_first_n_positions_of_each_category():

@@ -109,29 +109,34 @@ SUITE_TARGETS = ("win_in_one", "block_four", "open_four_win", "vcf3")
 
 def test_tactics_suite_positions_are_decided_by_the_mask():
     """On the shipped 9x9 suite (labels: the numpy solver), the threats mask keeps only
-    correct moves in the four categories the search must never miss, with a flat prior."""
+    correct moves in the four categories the search must never miss, with a flat prior
+    (20 positions each). Against an open three (all 221 positions) it nearly always keeps
+    a defence, and only defences: not always, as its check sees his wins in two where the
+    labels see his VCFs of up to 5 moves, and a flat prior leaves a stop off his key
+    points unchecked."""
     from az_jax.eval import tactics as suite_lib
 
     env = envs.make("gomoku", size=9)
     suite = suite_lib.load(DATA / "gomoku_tactics_9x9.jsonl")
     per = {}
     for p in suite.positions:
-        if len(per.setdefault(p.category, [])) < 20:
+        if len(per.setdefault(p.category, [])) < 20 or p.category == "block_open_three":
             per[p.category].append(p)
     positions = [p for c in (*SUITE_TARGETS, "block_open_three") for p in per[c]]
     states = _states(env, [list(p.moves) for p in positions])
     masks = np.asarray(jax.jit(jax.vmap(
         lambda s: search.tactical_mask(env, s, "threats")))(states))
-    defended = 0
+    kept, defended = 0, 0
     for p, mask in zip(positions, masks, strict=True):
         answers = np.zeros(env.num_actions, bool)
         answers[list(p.answers)] = True
         if p.category in SUITE_TARGETS:
             assert mask.any() and not (mask & ~answers).any(), (p.category, p.moves)
-        else:  # an open three to stop: a defence is kept; nearly always only defences
-            assert (mask & answers).any(), p.moves
+        else:  # an open three to stop
+            kept += int((mask & answers).any())
             defended += int(not (mask & ~answers).any())
-    assert defended >= 18, defended
+    n = len(per["block_open_three"])
+    assert n >= 200 and kept >= 0.98 * n and defended >= 0.9 * n, (n, kept, defended)
 
 
 @functools.cache
@@ -334,6 +339,58 @@ def test_a_four_whose_block_makes_his_four_is_no_defence(white, expected):
     beaten = jax.jit(lambda c: search._wins_in_two_despite(env, c, me))(child)
     assert sorted(env.action_to_str(int(a)) for a in np.flatnonzero(np.asarray(beaten))) \
         == [env.action_to_str(_point(m)) for m in expected]
+
+
+def test_a_quiet_root_keeps_every_move_that_is_not_a_four():
+    """Where neither side threatens anything (by the numpy solver: no winning point, no
+    open-four move, no VCF of the mover within the search's depth nor of the opponent
+    within three), the "threats" mask must keep every legal move that is not a four: a
+    quiet move cannot hand him a win in two (a stone never helps its opponent in Gomoku),
+    and the search must not cut the root to the few moves it checked. A four may go (a
+    four whose forced block makes him a four is judged a mere delay). Random priors decide
+    which moves are checked. First, hand-worked on 9x9: black A1 B1 C1, white F2 G3 H4;
+    black's favourite D1 is a four whose block E1 makes white E1-H4, a four: once, that
+    looked like a threat of white's and the root kept 8 of 75 moves."""
+    env = envs.make("gomoku", size=9)
+    positions = [[_point(m) for m in ("A1", "F2", "B1", "G3", "C1", "H4")]]
+    for moves in gt.clustered_games(9, games=150, plies=40, seed=11):
+        board, player = gt.board_from_moves(moves, 9)
+        if len(moves) >= 4 and not any(
+                f(board, p).any() for p in (player, 1 - player)
+                for f in (gt.winning_points, gt.open_four_moves)) and not (
+                gt.vcf_moves(board, player, search.DEFAULT_THREAT_DEPTH).any()
+                or gt.vcf_moves(board, 1 - player, 3).any()):
+            positions.append(moves)
+    prior = jax.random.normal(jax.random.PRNGKey(0), (len(positions), env.num_actions))
+    prior = prior.at[0, _point("D1")].set(10.0)
+    masks = np.asarray(jax.jit(jax.vmap(lambda s, p: search.tactical_mask(
+        env, s, "threats", prior=p)))(_states(env, positions), prior))
+    assert len(positions) >= 40, len(positions)
+    for moves, mask in zip(positions, masks, strict=True):
+        board, player = gt.board_from_moves(moves, 9)
+        quiet = (board == gt.EMPTY).reshape(-1) & ~gt.four_moves(board, player).reshape(-1)
+        pruned = [env.action_to_str(int(a)) for a in np.flatnonzero(quiet & ~mask)]
+        assert not pruned, ([env.action_to_str(a) for a in moves], pruned)
+
+
+def test_a_four_that_stops_his_three_is_a_defence():
+    """Once in the shipped 9x9 suite (block_open_three, white to move): black threatens an
+    open four; the numpy solver's one answer is E4, which stops it and makes white a four.
+    Black's forced block then makes him a new three (after a null move, B5 or F5 would win
+    in two), but white moves after the block and can meet it: only his threat from before
+    white's four counts against it (`_wins_in_two_despite`'s `threat`). Until stop 69 the
+    new three did, and with a prior that likes E4 the root kept other stops, which leave
+    black a VCF (the solver's labels)."""
+    env = envs.make("gomoku", size=9)
+    moves = [40, 59, 57, 74, 38, 77, 19, 48, 20, 54, 47, 29, 58, 3, 73, 69, 67]
+    e4 = _point("E4")
+    board, player = gt.board_from_moves(moves, 9)
+    assert gt.classify(board, player).answers.reshape(-1).nonzero()[0].tolist() == [e4]
+    prior = jax.random.normal(jax.random.PRNGKey(1), (env.num_actions,)).at[e4].set(10.0)
+    state = jax.tree.map(lambda x: x[0], _states(env, [moves]))
+    mask = np.asarray(jax.jit(lambda s, p: search.tactical_mask(
+        env, s, "threats", prior=p))(state, prior))
+    assert mask[e4] and 0 < mask.sum() < 10, [env.action_to_str(a) for a in np.flatnonzero(mask)]
 
 
 def test_bad_threat_settings_are_rejected():

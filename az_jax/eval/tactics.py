@@ -3,6 +3,7 @@
     python -m az_jax.evaluate --model gomoku_15x15 \\
         --tactics tests/data/gomoku_tactics_15x15.jsonl --sims 64,400
     python -m az_jax.eval.tactics make --size 9 --out tests/data/gomoku_tactics_9x9.jsonl
+    python -m az_jax.eval.tactics relabel tests/data/gomoku_tactics_9x9.jsonl  # labels changed
 
 A suite file is JSON lines. Line 1 is the header: {"format": "az_jax-gomoku-tactics",
 "version": 1, "env": "gomoku", "size": N, "rule": "freestyle", "categories": [...],
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from az_jax import files
 from envs import gomoku_tactics as gt
 
 FORMAT = "az_jax-gomoku-tactics"
@@ -162,7 +164,37 @@ def load(path) -> Suite:
 
 def write(path, header: dict, positions: Sequence[Position]) -> None:
     lines = [json.dumps(header, separators=(",", ":"))] + [p.to_json() for p in positions]
-    Path(path).write_text("\n".join(lines) + "\n")
+    files.write_atomic(path, "\n".join(lines) + "\n")
+
+
+def relabel(path, note: str = "") -> dict:
+    """Labels a suite's positions again with `classify`, after a change to the labels,
+    and rewrites the file in place: a position keeps its category with the new answers,
+    or is dropped when `classify` now gives it another category or none. The header's
+    "note" gains `note` and what changed. Its recipe is kept: `make` with it would now
+    pick other positions.
+
+    Returns:
+      {"positions": kept, "answers_changed": n, "dropped": {category: n}}.
+    """
+    suite = load(path)
+    kept, changed, dropped = [], 0, {}
+    for p in suite.positions:
+        t = gt.classify(*gt.board_from_moves(p.moves, suite.size), suite.rule)
+        if t is None or t.category != p.category:
+            dropped[p.category] = dropped.get(p.category, 0) + 1
+            continue
+        answers = tuple(int(a) for a in np.flatnonzero(t.answers.reshape(-1)))
+        changed += answers != p.answers
+        kept.append(dataclasses.replace(p, answers=answers))
+    result = {"positions": len(kept), "answers_changed": changed, "dropped": dropped}
+    if changed or dropped:
+        what = (f"relabelled: {changed} positions' answers changed, dropped "
+                + (", ".join(f"{n} {c}" for c, n in dropped.items()) or "none"))
+        header = dict(suite.header)
+        header["note"] = "; ".join(x for x in (header.get("note", ""), note, what) if x)
+        write(path, header, kept)
+    return result
 
 
 def check_env(suite: Suite, env, where: str = "the suite") -> None:
@@ -548,8 +580,18 @@ def main(argv=None) -> int:
     mk.add_argument("--model", default=None,
                     help="shipped model for policy/mcts sources (default gomoku_NxN)")
     mk.add_argument("--seed", type=int, default=0)
+    rl = sub.add_parser("relabel", help="label a suite's positions again (after a change to "
+                        "envs/gomoku_tactics.py classify) and rewrite it in place: new "
+                        "answers; a position whose category changed is dropped")
+    rl.add_argument("suite", help="the .jsonl suite file, rewritten in place")
+    rl.add_argument("--note", default="", help="added to the header's note (say why)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "relabel":
+            r = relabel(args.suite, args.note)
+            print(f"{args.suite}: {r['positions']} positions kept, {r['answers_changed']} "
+                  f"with new answers, dropped {r['dropped'] or 'none'}")
+            return 0
         if not 5 <= args.size <= 19:
             raise ValueError(f"--size={args.size} must be in 5..19")
         if args.games < 1 or args.per_category < 1 or args.per_game < 1:
