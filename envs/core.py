@@ -361,7 +361,8 @@ def point_name(row: int, col: int, height: int) -> str:
 
 def parse_point(text: str, height: int, width: int) -> tuple[int, int]:
     """'E5' -> (row, col) with row 0 at the top; raises ValueError with what is accepted."""
-    t = text.strip().upper()
+    t = text.strip()
+    t = t.upper() if t.isascii() else t  # (not before: "ı5".upper() is "I5")
     shown = repr(text) if len(text) <= 24 else repr(text[:24]) + "..."
     last_col = chr(ord("A") + width - 1)
     accepted = (f"a column letter A-{last_col} then a row number 1-{height}, "

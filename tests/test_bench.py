@@ -76,6 +76,23 @@ def test_env(tmp_path):
     assert row["run_s"] == min(row["times_s"])
 
 
+def test_env_all_with_a_size_one_game_refuses_stops_before_any_timing(monkeypatch, capsys):
+    """`env --env all --size 3`: gomoku refuses the size; that is the one error line,
+    before the games listed ahead of it are timed (not after minutes of timing); a run
+    that goes on says which game it times."""
+    from az_jax.bench import env as env_bench
+
+    timed = []
+    monkeypatch.setattr(env_bench, "time_envs", lambda es, *a: timed.extend(es) or [
+        dict.fromkeys(("batch", "steps", "compile_s", "steps_per_s", "games_per_s"), 1)
+        for _ in es])
+    with pytest.raises(SystemExit, match="^error: gomoku: size must be in 5..22, got 3$"):
+        bench.main(["env", "--env", "all", "--size", "3", "--no-pgx"])
+    assert timed == []
+    bench.main(["env", "--env", "connect4", "--no-pgx"])
+    assert "[1/1] timing connect4 ..." in capsys.readouterr().err and len(timed) == 1
+
+
 def test_env_times_ours_and_pgx_in_turns(tmp_path, monkeypatch):
     """`env` runs ours and pgx's twin in turns (one call each per round), so the ratio
     is of timings under the same load."""
@@ -583,6 +600,18 @@ def test_a_config_s_env_refused_by_the_game_is_one_line(argv):
     with pytest.raises(SystemExit, match="^error: size must be in 5..22, got 3$"):
         bench.main([*argv, "--config", str(ROOT / "configs" / "gomoku_9x9.py"),
                     "--config.env.kwargs.size=3"])
+
+
+@pytest.mark.parametrize("argv", [["train"], ["selfplay"], ["backward"],
+                                  ["pgx", "--null-network"], ["all"]])
+def test_a_config_train_py_would_refuse_is_refused_before_any_work(argv):
+    """Overrides are checked as train.py checks them (`config.validate`): every problem
+    in one message before anything compiles, not a ZeroDivisionError (train.batch_size=0
+    in bench train) or a ValueError traceback from deep in the search."""
+    with pytest.raises(SystemExit, match=r"(?s)^error: invalid config:.*train\.batch_size"
+                                         r".*search\.num_simulations"):
+        bench.main([*argv, "--config", str(ROOT / "configs" / "tictactoe.py"),
+                    "--config.train.batch_size=0", "--config.search.num_simulations=0"])
 
 
 def test_overrides_for_a_subcommand_without_a_config_are_refused():

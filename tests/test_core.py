@@ -77,3 +77,13 @@ def test_make_refuses_bad_ids_and_parameters_with_a_value_error(env_id, kwargs, 
     with pytest.raises(ValueError) as e:
         envs.make(env_id, **kwargs)
     assert says in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["ı5", "ſ1", "e٥"])
+def test_a_point_in_letters_that_only_upper_case_to_ascii_is_refused(text):
+    """'ı'.upper() is 'I' and 'ſ'.upper() is 'S': such a point is not read as I5 or S1."""
+    env = envs.make("gomoku", size=9)
+    with pytest.raises(ValueError, match="^cannot read .* as a point: expected a column "
+                                         "letter A-I then a row number 1-9"):
+        env.parse_action(text)
+    assert env.parse_action(" e5 ") == env.parse_action("E5")

@@ -154,9 +154,12 @@ def time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int,
 
 def load_config(args: argparse.Namespace):
     """The --config file with the command line's --config.a.b=v overrides applied
-    (`config.load`); a bad file, field or value exits with one paragraph."""
+    (`config.load`) and checked as train.py checks it (`config.validate`, for one device);
+    a bad file, field or value exits with one paragraph."""
     try:
-        return config_lib.load(args.config, getattr(args, "config_overrides", []))
+        c = config_lib.load(args.config, getattr(args, "config_overrides", []))
+        config_lib.validate(c, 1)
+        return c
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
 

@@ -199,15 +199,17 @@ def run(args: argparse.Namespace) -> dict:
     except ImportError:
         pgx = None
 
-    rows = []
+    built = {}  # every env first: a bad --size / --rule stops before any timing
     for env_id in ids:
         try:
-            env = _make_ours(env_id, args)
+            built[env_id] = _make_ours(env_id, args)
         except (ImportError, AttributeError) as err:  # registered but not written yet
             print(f"skipping {env_id}: {err}", file=sys.stderr)
-            continue
-        except ValueError as err:  # a bad --size / --rule: the env says what it accepts
+        except ValueError as err:  # the env says what it accepts
             raise SystemExit(f"error: {env_id}: {err}") from None
+    rows = []
+    for i, (env_id, env) in enumerate(built.items()):
+        print(f"[{i + 1}/{len(built)}] timing {env_id} ...", file=sys.stderr, flush=True)
         pgx_id = common.PGX_MATCH.get(env_id)
         if pgx is None or args.no_pgx or pgx_id is None:
             (result,) = time_envs([env], args.batch, args.steps, args.repeats, args.seed)
