@@ -686,6 +686,23 @@ def test_time_interleaved_separates_the_first_call_from_the_best():
         assert r["cpu_s"] < r["best_s"]
 
 
+def test_time_interleaved_shows_progress_on_a_terminal(monkeypatch):
+    """On a terminal, a bar counts the calls: compiling first, then timing."""
+    import io
+
+    from az_jax.bench import common
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    common.time_interleaved([(lambda: None, ())], repeats=2)
+    assert "compiling" in err.getvalue() and "timing" in err.getvalue()
+    assert "/3 [" in err.getvalue()  # three calls: one to compile, two timed
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc only")
 def test_peak_rss_is_the_kernel_s_high_water_mark_in_bytes():
     from az_jax.bench import common

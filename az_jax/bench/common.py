@@ -130,23 +130,33 @@ def time_interleaved(calls: list[tuple[Callable, tuple]], repeats: int,
       "cpu_s": the smallest process CPU time of a call (all threads), "times_s": the wall
       time of every round}, and with `keep_output` "output": what the first call returned
       (every call gets the same arguments).
+
+    A progress bar on stderr counts the calls where stderr is a terminal.
     """
+    from tqdm import tqdm
+
     out = []
+    bar = tqdm(total=len(calls) * (1 + repeats), unit="call", desc="compiling",
+               dynamic_ncols=True, disable=None, leave=False)
     for fn, args in calls:
         t = time.perf_counter()
         output = jax.block_until_ready(fn(*args))
+        bar.update()
         out.append({"first_s": time.perf_counter() - t, "best_s": math.inf, "cpu_s": math.inf,
                     "times_s": []})
         if keep_output:
             out[-1]["output"] = output
         del output
+    bar.set_description("timing")
     for _ in range(repeats):
         for (fn, args), r in zip(calls, out, strict=True):
             t, cpu = time.perf_counter(), time.process_time()
             jax.block_until_ready(fn(*args))
+            bar.update()
             r["times_s"].append(time.perf_counter() - t)
             r["best_s"] = min(r["best_s"], r["times_s"][-1])
             r["cpu_s"] = min(r["cpu_s"], time.process_time() - cpu)
+    bar.close()
     for r in out:
         r["compile_s"] = r.pop("first_s") - r["best_s"]
     return out
