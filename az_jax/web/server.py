@@ -61,6 +61,35 @@ _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; 
                   ".png": "image/png", ".ico": "image/x-icon"}
 
 
+def _host(state):
+    """A state as numpy arrays of its own (copies: on the CPU a view of a JAX array's data
+    keeps the whole device buffer alive)."""
+    import jax
+    import numpy as np
+
+    return jax.tree.map(np.array, state)
+
+
+def _compact(analysis: dict) -> dict:
+    """An analysis as kept: its per-action lists as numpy arrays (4 bytes a number, not 32)."""
+    import numpy as np
+
+    return {k: np.asarray(v, np.int32 if k == "visits" else np.float32)
+            if k in ("visits", "weights") else v for k, v in analysis.items()}
+
+
+def _jsonable(analysis: dict | None) -> dict | None:
+    """The analysis as the API sends it (`Games._thought`'s lists and rounding)."""
+    if analysis is None:
+        return None
+    out = dict(analysis)
+    if "visits" in out:
+        out["visits"] = [int(v) for v in out["visits"]]
+    if "weights" in out:
+        out["weights"] = [round(float(w), 4) for w in out["weights"]]
+    return out
+
+
 def _show(value, limit: int = 60) -> str:
     """`repr(value)`, cut to `limit` characters: error messages echo what the client sent."""
     text = repr(value)
@@ -77,13 +106,16 @@ class ApiError(Exception):
 
 
 class Game:
-    """One game in progress (host side). `states[i]` is the position before `actions[i]`."""
+    """One game in progress (host side). `states[i]` is the position before `actions[i]`,
+    as numpy arrays, and `analyses` hold numpy arrays too (`_compact`): a JAX array costs
+    about a kilobyte besides its data, so a finished 15x15 game kept this way takes a
+    fifth of the memory (`max_games` of them are kept)."""
 
     def __init__(self, game_id: str, human: int, sims: int, first_state):
         self.id = game_id
         self.human = human
         self.sims = sims
-        self.states = [first_state]
+        self.states = [_host(first_state)]
         self.actions: list[int] = []
         self.analyses: list[dict | None] = []  # the AI's search for each of its moves
         self.hint: dict | None = None
@@ -191,9 +223,9 @@ class Games:
         }
 
     def _push(self, game: Game, action: int, analysis: dict | None) -> None:
-        game.states.append(self.agent.play(game.states[-1], action))
+        game.states.append(_host(self.agent.play(game.states[-1], action)))
         game.actions.append(int(action))
-        game.analyses.append(analysis)
+        game.analyses.append(None if analysis is None else _compact(analysis))
         game.hint = None
 
     def _ai_reply(self, game: Game) -> None:
@@ -225,7 +257,7 @@ class Games:
             "winner": None,
             "result": None,
             "message": "",
-            "analysis": next((a for a in reversed(game.analyses) if a), None),
+            "analysis": _jsonable(next((a for a in reversed(game.analyses) if a), None)),
             "hint": game.hint,
             "can_undo": any(int(s.current_player) == game.human for s in game.states[:-1]),
             "extra": geometry.extra(env, state),
