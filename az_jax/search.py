@@ -314,7 +314,7 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     checked, beaten = checked.reshape(-1), beaten.reshape(-1)  # int32[2K], bool[2K]
     held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win in two
     lost2 = jnp.zeros_like(legal).at[checked].max(beaten & safe[checked])
-    # Where a stone can hurt its owner (Connect4), every move is checked there (K >= A).
+    # Where a stone can hurt its owner (Connect4), every move is checked (K >= A).
     facing = threat[0] if env.zugzwang_free else lost2.any()
     # Facing a win in two: the checked moves that hold it, if any; else drop those that don't.
     defended = jnp.where(facing & held.any(), held, safe & ~lost2)
