@@ -107,9 +107,9 @@ class ApiError(Exception):
 
 class Game:
     """One game in progress (host side). `states[i]` is the position before `actions[i]`,
-    as numpy arrays, and `analyses` hold numpy arrays too (`_compact`): a JAX array costs
-    about a kilobyte besides its data, so a finished 15x15 game kept this way takes a
-    fifth of the memory (`max_games` of them are kept)."""
+    as numpy copies, and `analyses` hold numpy arrays too (`_compact`): a kept JAX array
+    (or a view of one) keeps its device buffer alive, so a finished 15x15 game kept this
+    way takes about a fifth of the memory (`max_games` of them are kept)."""
 
     def __init__(self, game_id: str, human: int, sims: int, first_state):
         self.id = game_id
