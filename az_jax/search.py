@@ -126,19 +126,7 @@ def _can_win(env, states, player):
     return to_move & jax.vmap(env.winning_moves, in_axes=(0, None))(states, player).any(-1)
 
 
-def _threats(env, state, children):
-    """int32[A]: per move, how many moves would win for the mover right after it (its
-    threats); 0 where the move is not forcing: illegal, ending the game, leaving the
-    opponent a win at once, or threatening nothing."""
-    player, opponent = state.current_player, 1 - state.current_player
-    hook = jax.vmap(env.winning_moves, in_axes=(0, None))
-    count = hook(children, player).sum(-1, dtype=jnp.int32)
-    forcing = (state.legal_action_mask & ~state.done & ~children.done
-               & (children.current_player == opponent) & ~_can_win(env, children, opponent))
-    return jnp.where(forcing, count, 0)
-
-
-def _forced_win_moves(env, state, children, depth: int, width: int):
+def _forced_win_moves(env, state, depth: int, width: int):
     """bool[depth - 1, A]: row j, the moves that win by force within j + 2 of the mover's
     moves (rows grow: a win within 2 is a win within 3).
 
@@ -149,10 +137,10 @@ def _forced_win_moves(env, state, children, depth: int, width: int):
     he has lost, else the search goes on from the block. So a True is a proof over every
     reply, a False only means "not found within depth and width" (sound, not complete).
     """
-    threats = _threats(env, state, children)  # int32[A]
+    threats = env.threat_counts(state)  # int32[A]: 0 where not forcing
     k = min(width, env.num_actions)
     count, top = jax.lax.top_k(threats, k)  # the k most threatening moves
-    candidates = jax.tree.map(lambda x: x[top], children)
+    candidates = jax.vmap(env.step, in_axes=(None, 0))(state, top)
     won = jax.lax.map(lambda c: _defender_loses(env, c, depth - 1), candidates)  # [k, depth - 1]
     won = won & (count > 0)[:, None]
     return jnp.zeros((depth - 1, env.num_actions), jnp.bool_).at[:, top].set(won.T)
@@ -164,7 +152,7 @@ def forced_wins(env, state, depth: int = DEFAULT_THREAT_DEPTH,
     mover's moves, among the `width` most threatening (see `_forced_win_moves`). One game
     (vmap for a batch); the game must have `env.winning_moves`. A win at once is not
     included (`tactical_mask` looks for it first)."""
-    return _forced_win_moves(env, state, _step_all(env, state), depth, width)[-1]
+    return _forced_win_moves(env, state, depth, width)[-1]
 
 
 def _defender_loses(env, state, depth: int):
@@ -181,7 +169,7 @@ def _defender_loses(env, state, depth: int):
         lost = lost & (state.step_count + 1 < env.max_steps)
     if depth == 1:
         return lost[None]
-    then = _forced_win_moves(env, after, _step_all(env, after), depth, _INNER_WIDTH).any(-1)
+    then = _forced_win_moves(env, after, depth, _INNER_WIDTH).any(-1)
     return jnp.concatenate([lost[None], lost | (holds & ~after.done & then)])
 
 
@@ -213,7 +201,7 @@ def _wins_in_two_parts(env, child, me):
     whatever he threatened before (all of them when `me`'s move is not a four), and those
     found after a four's block and a null move."""
     if not env.zugzwang_free:  # a static property: no block or null move is traced
-        wins = _forced_win_moves(env, child, _step_all(env, child), 2, _INNER_WIDTH)[0]
+        wins = _forced_win_moves(env, child, 2, _INNER_WIDTH)[0]
         return wins, jnp.zeros_like(wins)
     opponent = 1 - me
     ours = env.winning_moves(child, me)  # bool[A]
@@ -221,7 +209,7 @@ def _wins_in_two_parts(env, child, me):
     passed = blocked.replace(current_player=jnp.asarray(opponent, blocked.current_player.dtype))
     delay = (ours.sum() == 1) & ~blocked.done
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
-    wins = _forced_win_moves(env, examined, _step_all(env, examined), 2, _INNER_WIDTH)[0]
+    wins = _forced_win_moves(env, examined, 2, _INNER_WIDTH)[0]
     his_fives = env.winning_moves(passed, opponent)  # his block made him a four
     return jnp.where(delay, his_fives, wins), delay & wins
 
@@ -268,7 +256,7 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     if tactics == "win_and_block" or not env.has_winning_moves:
         return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
     # "threats": the fastest forced win, else no move that allows one in two.
-    found = _forced_win_moves(env, state, children, depth, width)  # [depth - 1, A]
+    found = _forced_win_moves(env, state, depth, width)  # [depth - 1, A]
     forced = jnp.zeros_like(legal)
     for row in found[::-1]:  # a shorter win found overrides a longer one
         forced = jnp.where(row.any(), row, forced)

@@ -99,6 +99,59 @@ class Gomoku(core.Env):
             win = win | (length >= 5 if self.rule == "freestyle" else length == 5)
         return (win & (board == _EMPTY)).reshape(-1) & ~state.done
 
+    def threat_counts(self, state):
+        """int32[N * N]: `core.Env.threat_counts` read from the board, without stepping.
+
+        A stone at p changes whether a point q is a five-point only along the line they
+        share, and only within reach; so per direction and offset o (q = p + o * dir),
+        q's run through p is rebuilt from two run-length arrays (the mover's stones in a
+        row behind and ahead of each point), and the count is the five-points before,
+        less those on p's lines and p itself, plus those on p's lines after.
+        """
+        n, player = self.size, state.current_player
+        reach = 4 if self.rule == "freestyle" else _REACH
+        board = state.game.board.reshape(n, n)
+        empty = board == _EMPTY
+        own = jnp.pad(board == player.astype(jnp.int8), reach)  # off the board: False
+
+        def five(length):
+            return length >= 5 if self.rule == "freestyle" else length == 5
+
+        def runs(dr, dc, sign):  # int32[n, n]: own stones in a row from each point (not it)
+            length, unbroken = jnp.zeros((n, n), jnp.int32), jnp.ones((n, n), jnp.bool_)
+            for k in range(1, reach + 1):
+                r0, c0 = reach + sign * k * dr, reach + sign * k * dc
+                unbroken = unbroken & own[r0:r0 + n, c0:c0 + n]
+                length = length + unbroken
+            return length
+
+        def at(x, o, dr, dc):  # x at p + o * dir for every p; off the board: 0 / False
+            xp = jnp.pad(x, reach)
+            return xp[reach + o * dr:reach + o * dr + n, reach + o * dc:reach + o * dc + n]
+
+        dirs = core._LINE_DIRS.tolist()
+        behind = [runs(dr, dc, -1) for dr, dc in dirs]
+        ahead = [runs(dr, dc, 1) for dr, dc in dirs]
+        wins = [empty & five(b + a + 1) for b, a in zip(behind, ahead, strict=True)]
+        win = core.any_of(wins)  # bool[n, n]: his five-points now
+        count = win.sum(dtype=jnp.int32) - win
+        for i, (dr, dc) in enumerate(dirs):
+            elsewhere = core.any_of([w for j, w in enumerate(wins) if j != i])
+            for o in [o for k in range(1, reach + 1) for o in (k, -k)]:
+                back, front = (behind[i], ahead[i]) if o > 0 else (ahead[i], behind[i])
+                # From q, the side facing p: joined through p when the o - 1 points
+                # between are his, then p's own run on its far side.
+                near = at(back, o, dr, dc)
+                near = jnp.where(near == abs(o) - 1, abs(o) + back, near)
+                after = at(empty, o, dr, dc) & (five(near + at(front, o, dr, dc) + 1)
+                                                | at(elsewhere, o, dr, dc))
+                count = count + after - at(win, o, dr, dc)
+        his = self.winning_moves(state, 1 - player).reshape(n, n)  # p itself stops one
+        last = jnp.minimum(self.num_actions, self.max_steps or self.num_actions)
+        threat = (empty & ~win & ~state.done & ~(his.sum() - his > 0)
+                  & (state.step_count + 1 < last))
+        return jnp.where(threat, count, 0).reshape(-1)
+
     @property
     def params(self):
         return {"size": self.size, "rule": self.rule}

@@ -134,6 +134,10 @@ def _winning_moves_check(env):
 
     compare = jax.jit(jax.vmap(both))
     undone = jax.jit(jax.vmap(persist))
+    # A game's own threat_counts (read from its board) must equal the stepping default.
+    own_counts = type(env).threat_counts is not Env.threat_counts
+    counts = jax.jit(jax.vmap(lambda s: jnp.stack(
+        [env.threat_counts(s), Env.threat_counts(env, s)])))
 
     def check(states):
         hook, ref = compare(states)
@@ -144,6 +148,11 @@ def _winning_moves_check(env):
         assert not np.asarray(undone(states)).any(), (
             "a winning move of the side that just moved stopped winning after another move "
             "of the mover (winning_moves' contract: only playing on it stops it)")
+        if own_counts:
+            got, ref = np.asarray(counts(states)).swapaxes(0, 1)
+            np.testing.assert_array_equal(
+                got, ref, err_msg="threat_counts disagrees with the stepping default "
+                                  "(core.Env.threat_counts)")
 
     return check
 

@@ -235,6 +235,36 @@ def test_winning_moves_match_stepping_with_overlines_on_the_board(rule):
         assert running >= 12, running  # the overlines stayed on the board, unfinished
 
 
+@pytest.mark.parametrize("size, rule", [(9, "standard"), (15, "freestyle")])
+def test_threat_counts_match_the_numpy_counts(size, rule):
+    """`Gomoku.threat_counts` (read from the board) on positions of clustered games, where
+    fours and threes abound, cut at every fourth ply: equal to the numpy reference
+    (`gomoku_tactics.count_after`: each point placed and the board scanned again), zeroed
+    where the move is no threat (it makes five, fills the board, or leaves the other side
+    a five-point), and to the stepping default (`core.Env.threat_counts`)."""
+    from az_jax.eval.solver_bench import replay
+    from envs import core
+    from envs import gomoku_tactics as gt
+
+    env = env_and_step(size, rule)[0]
+    games = gt.clustered_games(size, 12, 48, seed=size)
+    cuts = [g[:k] for g in games for k in range(6, len(g) + 1, 4)]
+    states = replay(env, cuts)
+    got, default = map(np.asarray, jax.jit(jax.vmap(lambda s: (
+        env.threat_counts(s), core.Env.threat_counts(env, s))))(states))
+    threats = 0
+    for moves, row, ref_row in zip(cuts, got, default, strict=True):
+        board, me = gt.board_from_moves(moves, size)
+        mine, his = gt.winning_points(board, me, rule), gt.winning_points(board, 1 - me, rule)
+        full = (board == gt.EMPTY).sum() == 1
+        want = np.where((board == gt.EMPTY) & ~mine & (his.sum() - his == 0) & ~full,
+                        gt.count_after(board, me, rule), 0).ravel()
+        np.testing.assert_array_equal(row, want, err_msg=f"{rule} {moves}")
+        np.testing.assert_array_equal(ref_row, want, err_msg=f"{rule} {moves}")
+        threats += int((want > 0).sum())
+    assert threats >= 50, threats  # the positions hold threats to count
+
+
 @pytest.mark.parametrize("rule", ["freestyle", "standard"])
 def test_tactics_count_after_keeps_a_four_already_on_the_board(rule):
     """`gomoku_tactics.count_after` when black already has a four (A5-D5, E5 open; white
