@@ -23,12 +23,13 @@ is played with a vmapped `env.step`, and what is decided one move ahead is known
                    game has the hook, else an A x A batch of env steps per root).
   "threats":       also (games with `winning_moves`), the first moves of the fastest forced
                    win by continuous threats within `threat_depth` moves, if any; else the
-                   moves after which the opponent has a forced win in two are masked,
-                   among the network's favourites and the opponent's key points; in
-                   games without zugzwang (`env.zugzwang_free`: Gomoku), a four that only
-                   delays his win (it is still there after his forced block) does not
-                   count as a defence (`tactical_mask`, `_forced_win_moves`,
-                   `_wins_in_two_despite`).
+                   moves after which the opponent has a forced win within `threat_depth`
+                   (Connect4: in two) are masked, among the network's favourites and the
+                   opponent's key points; in games without zugzwang (`env.zugzwang_free`:
+                   Gomoku), a four that only delays his win in two (it is still there
+                   after his forced block) does not count as a defence (`tactical_mask`,
+                   `_forced_win_moves`, `_wins_despite`). The threat search reads each
+                   node's forcing moves from `env.threat_counts`.
 
 Inside the tree (`config.node_tactics`, on by default, in the searches whose root has
 tactics, for games with `winning_moves`): every new node gets `node_tactics`: a mover who
@@ -40,7 +41,7 @@ The prunings are exact (a win is the best outcome, rewards are in [-1, 1]; a mov
 opponent answers with a win is the worst; a forced win is proved over every reply), and
 they go through mctx's `invalid_actions`, so they hold for Gumbel (whose considered set is
 then drawn among the kept moves) and PUCT, with and without root noise. The one exception
-is "threats" facing a win in two: it keeps only the checked moves that hold, when some do,
+is "threats" facing a forced win: it keeps only the checked moves that hold, when some do,
 though an unchecked move might hold too. When nothing is decided, or every move loses, the
 mask is the legal mask and the search is exactly the plain one.
 """
@@ -130,12 +131,13 @@ def _forced_win_moves(env, state, depth: int, width: int):
     """bool[depth - 1, A]: row j, the moves that win by force within j + 2 of the mover's
     moves (rows grow: a win within 2 is a win within 3).
 
-    A threat search over the real rules: the mover (attacker) plays only forcing moves,
-    the `width` with the most threats at each of its turns. After each, the defender must
-    stop every winning move the attacker now holds: two or more and he cannot (each stays
-    winning until played: the `winning_moves` contract), none left after the one block and
-    he has lost, else the search goes on from the block. So a True is a proof over every
-    reply, a False only means "not found within depth and width" (sound, not complete).
+    A threat search over the real rules: the mover (attacker) plays only forcing moves
+    (`env.threat_counts`), the `width` with the most threats at each of its turns. After
+    each, the defender must stop every winning move the attacker now holds: two or more
+    and he cannot (each stays winning until played: the `winning_moves` contract), none
+    left after the one block and he has lost, else the search goes on from the block. So
+    a True is a proof over every reply, a False only means "not found within depth and
+    width" (sound, not complete).
     """
     threats = env.threat_counts(state)  # int32[A]: 0 where not forcing
     k = min(width, env.num_actions)
@@ -173,45 +175,53 @@ def _defender_loses(env, state, depth: int):
     return jnp.concatenate([lost[None], lost | (holds & ~after.done & then)])
 
 
-def _wins_in_two_despite(env, child, me, threat=None):
+def _wins_despite(env, child, me, depth: int = 2, early=None):
     """bool[A]: the opponent's (to move in `child`, after a move of `me`) first moves of a
-    forced win within two of his moves.
+    forced win within `depth` of his moves.
 
     In a game without zugzwang (`env.zugzwang_free`), if `me`'s move made a four (one
     winning point: his only reply that does not lose is to block it, as `safe` leaves him
     no win at once), it only delays: the position examined is the one after his block and
     a null move of `me` (the same stones, his move again; the rules read the mover from
-    `current_player`, as `winning_moves`' check in `envs.testing` does). His threat must be
-    gone there, not merely postponed; a block that makes him a winning point counts
-    against the four too. With `threat` (bool[A]: his first moves of a win in two before
-    `me`'s move, `tactical_mask`'s null move at the root), only those count there: a win
-    in two that his block stone made is one `me`, who moves after the block, can still
-    stop (the four stopped his three, and gained the tempo to meet the next). This is a
+    `current_player`, as `winning_moves`' check in `envs.testing` does). His win in two
+    must be gone there, not merely postponed; a block that makes him a winning point
+    counts against the four too. With `early` (bool[A]: his first moves of a win in two
+    before `me`'s move, `tactical_mask`'s null move at the root), only those count there:
+    a win in two that his block stone made is one `me`, who moves after the block, can
+    still stop (the four stopped his three, and gained the tempo to meet the next). After
+    a four only wins in two are looked for, whatever `depth`: a longer one found after a
+    null move is one `me`, moving first, may break (the first moves of longer wins at the
+    root and there overlap by chance, so they would condemn right fours). This is a
     judgement, not a proof. Where a stone can hurt its owner (Connect4: his block opens
     the cell above it to both sides), the four is checked as any other move: a True is
     then a proof that the move loses (bitbully agrees on the shipped solver sets,
     tests/test_threats.py).
     """
-    sure, delayed = _wins_in_two_parts(env, child, me)
-    return sure | (delayed if threat is None else delayed & threat)
+    return _beaten(*_his_wins(env, child, me, depth), early)
 
 
-def _wins_in_two_parts(env, child, me):
-    """(sure, delayed), bool[A] each, for `_wins_in_two_despite`: the wins that count
-    whatever he threatened before (all of them when `me`'s move is not a four), and those
-    found after a four's block and a null move."""
+def _his_wins(env, child, me, depth: int):
+    """For `_wins_despite`: (rows bool[depth - 1, A], his forced wins within j + 2 moves
+    in the position examined; delay bool[], `me`'s move was a four and the position
+    examined is the one after his block and a null move; fives bool[A], his winning
+    points there)."""
     if not env.zugzwang_free:  # a static property: no block or null move is traced
-        wins = _forced_win_moves(env, child, 2, _INNER_WIDTH)[0]
-        return wins, jnp.zeros_like(wins)
+        rows = _forced_win_moves(env, child, depth, _INNER_WIDTH)
+        return rows, jnp.bool_(False), jnp.zeros_like(rows[0])
     opponent = 1 - me
     ours = env.winning_moves(child, me)  # bool[A]
     blocked = env.step(child, jnp.argmax(ours))
     passed = blocked.replace(current_player=jnp.asarray(opponent, blocked.current_player.dtype))
     delay = (ours.sum() == 1) & ~blocked.done
     examined = jax.tree.map(lambda a, b: jnp.where(delay, a, b), passed, child)
-    wins = _forced_win_moves(env, examined, 2, _INNER_WIDTH)[0]
-    his_fives = env.winning_moves(passed, opponent)  # his block made him a four
-    return jnp.where(delay, his_fives, wins), delay & wins
+    rows = _forced_win_moves(env, examined, depth, _INNER_WIDTH)
+    return rows, delay, env.winning_moves(passed, opponent)  # his block made him a four
+
+
+def _beaten(rows, delay, fives, early=None):
+    """bool[A]: what counts against the move of `_his_wins` (see `_wins_despite`)."""
+    in_two = rows[0] if early is None else rows[0] & early
+    return jnp.where(delay, fives | in_two, rows[-1])
 
 
 def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None,
@@ -233,9 +243,10 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
       bool[A], the first of these that is non-empty: the winning moves; ("threats") the
       first moves of a forced win in the fewest moves up to `depth`; (from
       "win_and_block") the moves after which the opponent has no winning reply, less
-      ("threats") those checked after which he has a forced win in two (or, when some
-      checked move holds against one, only those; a four holds only if his threat is
-      gone once he has blocked it, see `_wins_in_two_despite`); the legal moves.
+      ("threats") those checked after which he has a forced win within `depth` (or, when
+      he threatens one and some checked move holds against it, only those; a four holds
+      only if his win in two is gone once he has blocked it, see `_wins_despite`); the
+      legal moves.
     """
     legal = state.legal_action_mask  # bool[A]
     if tactics == "none":
@@ -255,56 +266,65 @@ def tactical_mask(env, state, tactics: str, chunk: int | None = None, prior=None
     safe = legal & ~lost
     if tactics == "win_and_block" or not env.has_winning_moves:
         return jnp.where(win.any(), win, jnp.where(safe.any(), safe, legal))
-    # "threats": the fastest forced win, else no move that allows one in two.
+    # "threats": the fastest forced win, else no move that allows him one.
     found = _forced_win_moves(env, state, depth, width)  # [depth - 1, A]
     forced = jnp.zeros_like(legal)
     for row in found[::-1]:  # a shorter win found overrides a longer one
         forced = jnp.where(row.any(), row, forced)
     prior = jnp.zeros(legal.shape, jnp.float32) if prior is None else prior
 
-    # Where `moves` has fewer than K entries, top_k fills the rest with the lowest-index
-    # other actions (all tied at finfo.min), not by prior: they are checked too, which is
-    # harmless (a result counts only where the move is `safe`, and a filler's key points
-    # only pick what round 2 checks), but they are not the network's next favourites.
-    # Is he threatening a win in two at all, and from where? In a game without zugzwang,
+    # Where fewer than K moves are safe, top_k fills the rest with the lowest-index other
+    # actions (all tied at finfo.min): they are checked too, which is harmless (a result
+    # counts only where the move is `safe`).
+    # Is he threatening a forced win at all, and from where? In a game without zugzwang,
     # the root with a null move of the mover answers it (a stone of the mover never helps
     # him); it rides in the same map as the checked moves (one compiled body), as a last
     # candidate. Without it, a checked four whose forced block made him a four looked like
     # a threat of his, and a quiet root was cut to the checked moves; and a four that
     # stopped his three was judged by the new threats his block stone made, which the
-    # mover, moving next, can meet (`_wins_in_two_despite`).
+    # mover, moving next, can meet (`_wins_despite`). Connect4 looks for his wins in two
+    # only (all 7 moves are checked; deeper would cost ~5x and change the shipped model's
+    # measured play).
+    mover = state.current_player
     passed = state.replace(current_player=jnp.asarray(opponent, state.current_player.dtype))
 
-    def refutations(moves):  # bool[A] -> (checked int32[K], bool[K, A]: his wins in two,
-        _, checked = jax.lax.top_k(  # bool[A]: his wins in two after a null move)
-            jnp.where(moves, prior, jnp.finfo(jnp.float32).min),
-            min(_DEFENCES_CHECKED, env.num_actions))
+    def refutations(order):  # float32[A] -> (checked int32[K], bool[K, A]: his wins,
+        _, checked = jax.lax.top_k(order, min(_DEFENCES_CHECKED, env.num_actions))
+        # (and bool[]: his win after a null move)
         candidates = jax.tree.map(lambda x: x[checked], children)
-        if env.zugzwang_free:
-            candidates = jax.tree.map(lambda c, r: jnp.concatenate([c, r[None]]),
-                                      candidates, passed)
-        sure, delayed = jax.lax.map(  # bool[K (+ 1), A] each
-            lambda c: _wins_in_two_parts(env, c, state.current_player), candidates)
         if not env.zugzwang_free:
-            return checked, sure | delayed, jnp.bool_(False)
-        threat = sure[-1]  # bool[A]: his wins in two at the root (no four there: no delay)
-        return checked, sure[:-1] | (delayed[:-1] & threat), threat.any()
+            rows, delay, fives = jax.lax.map(lambda c: _his_wins(env, c, mover, 2), candidates)
+            return checked, jax.vmap(_beaten)(rows, delay, fives), jnp.bool_(False)
+        candidates = jax.tree.map(lambda c, r: jnp.concatenate([c, r[None]]), candidates, passed)
+        rows, delay, fives = jax.lax.map(  # [K + 1, depth - 1, A], [K + 1], [K + 1, A]
+            lambda c: _his_wins(env, c, mover, depth), candidates)
+        root = rows[-1]  # his wins at the root (no four there: no delay)
+        beaten = jax.vmap(_beaten, in_axes=(0, 0, 0, None))(rows[:-1], delay[:-1], fives[:-1],
+                                                           root[0])
+        return checked, beaten, root[-1].any()
 
-    # The network's favourites first; if one of them allows a win in two, the points where
-    # the opponent would play it (his key points: an open three's ends) are checked next.
-    # Two rounds of one compiled body (a scan: the threat program is what the Gomocup
-    # brain's memory pays for, by its size): round 2 checks the key points round 1 found.
-    def round_(moves, _):
-        checked, wins, threat = refutations(moves)
-        return safe & wins.any(0), (checked, wins.any(-1), threat)
+    # The network's favourites first; if one of them allows a win, the points where the
+    # opponent would start it (his key points: an open three's ends, his fours) are checked
+    # next, then the favourites not yet checked. Two rounds of one compiled body (a scan:
+    # the threat program is what the Gomocup brain's memory pays for, by its size).
+    n = env.num_actions
+    favourite = n - jnp.argsort(jnp.argsort(-prior)).astype(jnp.float32)  # n: the first
+    unchecked = jnp.finfo(jnp.float32).min  # safe moves only; ties: lowest index first
 
-    _, (checked, beaten, threat) = jax.lax.scan(round_, safe, None, length=2)
+    def round_(order, _):
+        checked, wins, threat = refutations(order)
+        fresh = safe & ~jnp.zeros_like(safe).at[checked].set(True)
+        order = jnp.where(fresh, jnp.where(wins.any(0), n + favourite, favourite), unchecked)
+        return order, (checked, wins.any(-1), threat)
+
+    _, (checked, beaten, threat) = jax.lax.scan(
+        round_, jnp.where(safe, favourite, unchecked), None, length=2)
     checked, beaten = checked.reshape(-1), beaten.reshape(-1)  # int32[2K], bool[2K]
-    held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win in two
+    held = jnp.zeros_like(legal).at[checked].max(~beaten) & safe  # checked, no win of his
     lost2 = jnp.zeros_like(legal).at[checked].max(beaten & safe[checked])
     # Where a stone can hurt its owner (Connect4), every move is checked (K >= A).
     facing = threat[0] if env.zugzwang_free else lost2.any()
-    # Facing a win in two: the checked moves that hold it, if any; else drop those that don't.
+    # Facing his win: the checked moves that hold it, if any; else drop those that don't.
     defended = jnp.where(facing & held.any(), held, safe & ~lost2)
     return jnp.where(win.any(), win, jnp.where(
         forced.any(), forced, jnp.where(defended.any(), defended,

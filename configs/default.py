@@ -47,14 +47,15 @@ def get_config() -> ml_collections.ConfigDict:
     # "win_and_block": also mask the moves that leave the opponent a win in one, when some
     # move does not. "threats" (games with `winning_moves`, else as win_and_block): also
     # play a forced win by continuous threats (a VCF) of up to threat_depth moves when
-    # there is one, and mask the network's favourite moves that allow the opponent one in
-    # two (an open three left open). "none": the plain search. README "Tactical safety of
-    # the search" has what each costs and gains.
+    # there is one, and mask the network's favourite moves that allow the opponent one
+    # (an open three left open, a stop that leaves him a VCF). "none": the plain search.
+    # README "Tactical safety of the search" has what each costs and gains.
     c.search.tactics = "none"  # self-play searches (README)
     c.search.eval_tactics = "threats"  # evaluation searches (arena, play, web, gomocup)
-    # "threats": the mover's moves in the longest forced win. 4, not 3, since stop 35: at 3
-    # the defence check pruned a VCF of four fours whenever the opponent had an open three
-    # (README "Tactical safety"); each more costs ~3x (16 against 6 ms a 9x9 root).
+    # "threats": the moves in the longest forced win looked for, for the mover and (his
+    # defence, Gomoku) for the opponent. 4, not 3, since stop 35: at 3 the defence check
+    # pruned a VCF of four fours whenever the opponent had an open three (README
+    # "Tactical safety"); each more costs ~2-3x.
     c.search.threat_depth = 4
     c.search.threat_width = 16  # "threats": forcing moves tried at the root (search.py)
     # Games with `winning_moves`, where the root has tactics (not "none"): every node of the

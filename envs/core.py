@@ -110,7 +110,7 @@ class Env(abc.ABC):
     # True when a stone never hurts its owner and every empty point stays playable (no
     # gravity, no zugzwang: Gomoku, tic-tac-toe), so that a move can be judged against
     # passing. The "threats" tactics then take a four that only delays for no defence
-    # (az_jax/search.py, `_wins_in_two_despite`: the position after his block and a null
+    # (az_jax/search.py, `_wins_despite`: the position after his block and a null
     # move). Elsewhere (Connect4, where dropping a stone opens the cell above it to both
     # sides) they prune only moves proven lost.
     zugzwang_free: bool = False

@@ -19,6 +19,7 @@ Win detection looks only at the four lines through the last stone (a fixed-size 
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -31,6 +32,36 @@ RULES = ("freestyle", "standard")
 MIN_SIZE, MAX_SIZE = 5, 22  # 22: the largest board piskvork managers offer
 _EMPTY = -1
 _REACH = 5  # cells looked at on each side: enough to tell exactly five from an overline
+
+
+@functools.cache
+def _offsets(n: int, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """For `Gomoku.threat_counts`: (index int32[4, 2R, N * N], offset int32[2R]), the flat
+    index, in the board padded by `reach`, of p + o * dir for each line direction, offset
+    o (1..R, then -1..-R) and point p."""
+    offset = np.concatenate([np.arange(1, reach + 1), -np.arange(1, reach + 1)])
+    r, c = np.divmod(np.arange(n * n), n)
+    dr, dc = core._LINE_DIRS[:, 0, None, None], core._LINE_DIRS[:, 1, None, None]
+    rows = r[None, None] + offset[None, :, None] * dr + reach
+    cols = c[None, None] + offset[None, :, None] * dc + reach
+    return (rows * (n + 2 * reach) + cols).astype(np.int32), offset.astype(np.int32)
+
+
+def _runs(own, n: int, reach: int):
+    """(behind, ahead), int32[4, n, n] each: per line direction and point, the stones of
+    `own` (bool[n, n]) in a row next to it on that side (the point itself not counted),
+    up to `reach`. Shifted slices (a gather is slower batched on a CPU)."""
+    padded = jnp.pad(own, reach)  # off the board: False
+    out = []
+    for sign in (-1, 1):
+        for dr, dc in core._LINE_DIRS.tolist():
+            length, unbroken = jnp.zeros((n, n), jnp.int32), jnp.ones((n, n), jnp.bool_)
+            for k in range(1, reach + 1):
+                r0, c0 = reach + sign * k * dr, reach + sign * k * dc
+                unbroken = unbroken & padded[r0:r0 + n, c0:c0 + n]
+                length = length + unbroken
+            out.append(length)
+    return jnp.stack(out[:4]), jnp.stack(out[4:])
 
 
 class Game(NamedTuple):
@@ -74,7 +105,7 @@ class Gomoku(core.Env):
     has_winning_moves = True
     # Exactly so in freestyle. Under exactly five a stone can hurt its owner (it may turn
     # his own five-point into an overline), but rarely, and only in the "threats"
-    # tactics' judgement of a four (search._wins_in_two_despite), which is not a proof.
+    # tactics' judgement of a four (search._wins_despite), which is not a proof.
     zugzwang_free = True
 
     def winning_moves(self, state, player):
@@ -86,17 +117,9 @@ class Gomoku(core.Env):
         n = self.size
         reach = 4 if self.rule == "freestyle" else _REACH
         board = state.game.board.reshape(n, n)
-        own = jnp.pad(board == jnp.asarray(player, jnp.int8), reach)  # off the board: False
-        win = jnp.zeros((n, n), jnp.bool_)
-        for dr, dc in core._LINE_DIRS.tolist():
-            length = jnp.ones((n, n), jnp.int32)
-            for sign in (1, -1):
-                unbroken = jnp.ones((n, n), jnp.bool_)
-                for k in range(1, reach + 1):
-                    r0, c0 = reach + sign * k * dr, reach + sign * k * dc
-                    unbroken = unbroken & own[r0:r0 + n, c0:c0 + n]
-                    length = length + unbroken
-            win = win | (length >= 5 if self.rule == "freestyle" else length == 5)
+        behind, ahead = _runs(board == jnp.asarray(player, jnp.int8), n, reach)
+        length = behind + ahead + 1  # int32[4, n, n]
+        win = (length >= 5 if self.rule == "freestyle" else length == 5).any(0)
         return (win & (board == _EMPTY)).reshape(-1) & ~state.done
 
     def threat_counts(self, state):
@@ -106,51 +129,47 @@ class Gomoku(core.Env):
         share, and only within reach; so per direction and offset o (q = p + o * dir),
         q's run through p is rebuilt from two run-length arrays (the mover's stones in a
         row behind and ahead of each point), and the count is the five-points before,
-        less those on p's lines and p itself, plus those on p's lines after.
+        less those on p's lines and p itself, plus those on p's lines after. Every
+        (direction, offset) pair at once, by one constant gather per array: a small
+        program, as the threat search inlines it at each of its levels.
         """
         n, player = self.size, state.current_player
         reach = 4 if self.rule == "freestyle" else _REACH
         board = state.game.board.reshape(n, n)
         empty = board == _EMPTY
-        own = jnp.pad(board == player.astype(jnp.int8), reach)  # off the board: False
 
         def five(length):
             return length >= 5 if self.rule == "freestyle" else length == 5
 
-        def runs(dr, dc, sign):  # int32[n, n]: own stones in a row from each point (not it)
-            length, unbroken = jnp.zeros((n, n), jnp.int32), jnp.ones((n, n), jnp.bool_)
-            for k in range(1, reach + 1):
-                r0, c0 = reach + sign * k * dr, reach + sign * k * dc
-                unbroken = unbroken & own[r0:r0 + n, c0:c0 + n]
-                length = length + unbroken
-            return length
+        behind, ahead = _runs(board == player.astype(jnp.int8), n, reach)  # int32[4, n, n]
+        wins = empty & five(behind + ahead + 1)  # bool[4, n, n]: five-points, per line
+        win = wins.any(0)  # bool[n, n]: his five-points now
+        elsewhere = wins.sum(0) - wins > 0  # a five-point on another line
 
-        def at(x, o, dr, dc):  # x at p + o * dir for every p; off the board: 0 / False
-            xp = jnp.pad(x, reach)
-            return xp[reach + o * dr:reach + o * dr + n, reach + o * dc:reach + o * dc + n]
+        index, offset = _offsets(n, reach)  # int32[4, 2R, n * n], int32[2R] (1..R, -1..-R)
+        rows = jnp.arange(4)[:, None, None]
 
-        dirs = core._LINE_DIRS.tolist()
-        behind = [runs(dr, dc, -1) for dr, dc in dirs]
-        ahead = [runs(dr, dc, 1) for dr, dc in dirs]
-        wins = [empty & five(b + a + 1) for b, a in zip(behind, ahead, strict=True)]
-        win = core.any_of(wins)  # bool[n, n]: his five-points now
-        count = win.sum(dtype=jnp.int32) - win
-        for i, (dr, dc) in enumerate(dirs):
-            elsewhere = core.any_of([w for j, w in enumerate(wins) if j != i])
-            for o in [o for k in range(1, reach + 1) for o in (k, -k)]:
-                back, front = (behind[i], ahead[i]) if o > 0 else (ahead[i], behind[i])
-                # From q, the side facing p: joined through p when the o - 1 points
-                # between are his, then p's own run on its far side.
-                near = at(back, o, dr, dc)
-                near = jnp.where(near == abs(o) - 1, abs(o) + back, near)
-                after = at(empty, o, dr, dc) & (five(near + at(front, o, dr, dc) + 1)
-                                                | at(elsewhere, o, dr, dc))
-                count = count + after - at(win, o, dr, dc)
-        his = self.winning_moves(state, 1 - player).reshape(n, n)  # p itself stops one
-        last = jnp.minimum(self.num_actions, self.max_steps or self.num_actions)
-        threat = (empty & ~win & ~state.done & ~(his.sum() - his > 0)
-                  & (state.step_count + 1 < last))
-        return jnp.where(threat, count, 0).reshape(-1)
+        def at(x):  # [4, n, n] -> [4, 2R, n * n]: x at p + o * dir; off the board: 0
+            x = jnp.broadcast_to(x, (4, n, n))
+            return jnp.pad(x, ((0, 0), (reach, reach), (reach, reach))).reshape(4, -1)[
+                rows, index]
+
+        forward = (offset > 0)[None, :, None]
+        dist = jnp.abs(offset)[None, :, None]
+        # From q, the side facing p: joined through p when the o - 1 points between are
+        # his, then p's own run on its far side.
+        near = jnp.where(forward, at(behind), at(ahead))
+        far = jnp.where(forward, behind.reshape(4, 1, -1), ahead.reshape(4, 1, -1))
+        near = jnp.where(near == dist - 1, dist + far, near)
+        front = jnp.where(forward, at(ahead), at(behind))
+        after = at(empty) & (five(near + front + 1) | at(elsewhere))
+        count = (win.sum(dtype=jnp.int32) - win.reshape(-1)
+                 + (after.astype(jnp.int32) - at(win)).sum((0, 1)))
+        his = self.winning_moves(state, 1 - player)  # p itself stops one
+        last = min(self.num_actions, self.max_steps or self.num_actions)
+        threat = (empty.reshape(-1) & ~win.reshape(-1) & ~state.done
+                  & ~(his.sum() - his > 0) & (state.step_count + 1 < last))
+        return jnp.where(threat, count, 0)
 
     @property
     def params(self):
