@@ -202,7 +202,8 @@ class Env(abc.ABC):
 
         The search's threat proofs ask it at every node they expand (az_jax/search.py).
         This default steps every move (A steps, A `winning_moves` scans); a game may read
-        the same from its board (Gomoku does, ~40x cheaper on 15x15), and
+        the same from its board (Gomoku does: alone 1.6x faster a call on 15x15, the
+        threat search over it ~9x), and
         `envs.testing.api_test` checks that it equals this default.
         """
         actions = jnp.arange(self.num_actions, dtype=jnp.int32)
