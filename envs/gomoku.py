@@ -115,12 +115,20 @@ class Gomoku(core.Env):
         on each side (capped at 4 for freestyle, 5 for exactly five to see an overline).
         """
         n = self.size
-        reach = 4 if self.rule == "freestyle" else _REACH
         board = state.game.board.reshape(n, n)
-        behind, ahead = _runs(board == jnp.asarray(player, jnp.int8), n, reach)
-        length = behind + ahead + 1  # int32[4, n, n]
-        win = (length >= 5 if self.rule == "freestyle" else length == 5).any(0)
+        behind, ahead = _runs(board == jnp.asarray(player, jnp.int8), n, self._reach)
+        win = self._five(behind + ahead + 1).any(0)  # bool[n, n]
         return (win & (board == _EMPTY)).reshape(-1) & ~state.done
+
+    @property
+    def _reach(self) -> int:
+        """How far a run is counted: 4 (freestyle: five or more wins), else one more to
+        see an overline."""
+        return 4 if self.rule == "freestyle" else _REACH
+
+    def _five(self, length):
+        """bool[...]: a run of `length` stones (the new one included) wins."""
+        return length >= 5 if self.rule == "freestyle" else length == 5
 
     def threat_counts(self, state):
         """int32[N * N]: `core.Env.threat_counts` read from the board, without stepping.
@@ -133,14 +141,9 @@ class Gomoku(core.Env):
         (direction, offset) pair at once, by one constant gather per array: a small
         program, as the threat search inlines it at each of its levels.
         """
-        n, player = self.size, state.current_player
-        reach = 4 if self.rule == "freestyle" else _REACH
+        n, player, reach, five = self.size, state.current_player, self._reach, self._five
         board = state.game.board.reshape(n, n)
         empty = board == _EMPTY
-
-        def five(length):
-            return length >= 5 if self.rule == "freestyle" else length == 5
-
         behind, ahead = _runs(board == player.astype(jnp.int8), n, reach)  # int32[4, n, n]
         wins = empty & five(behind + ahead + 1)  # bool[4, n, n]: five-points, per line
         win = wins.any(0)  # bool[n, n]: his five-points now
