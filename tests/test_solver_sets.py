@@ -370,6 +370,29 @@ def test_a_swap_s_leftovers_are_put_right_for_their_own_folder_only(tmp_path):
     assert (tmp_path / "sets" / "b.txt").read_text() == "old sets" and not mine.exists()
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_a_leftover_whose_pid_a_later_process_took_is_put_right(tmp_path):
+    """A killed writer's leftover was named with its pid alone: once another process had
+    that pid (a long-lived one, or a container's next command), `recover_swap` took the
+    writer for still running and never put the old sets back. The name now carries the
+    writer's start time, read here from /proc independently of the module."""
+    with subprocess.Popen(["sleep", "60"]) as other:
+        try:
+            fields = Path(f"/proc/{other.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            start = int(fields[19])  # field 22 of proc(5), counted after the name
+            writing = tmp_path / f".sets.old-{other.pid}-{start}.0123abcd"
+            writing.mkdir()
+            (writing / "a.txt").write_text("still being swapped")
+            connect4_positions.recover_swap(tmp_path / "sets")  # that process runs: untouched
+            assert not (tmp_path / "sets").exists() and (writing / "a.txt").exists()
+            writing.rename(tmp_path / f".sets.old-{other.pid}-{start + 1}.0123abcd")
+            connect4_positions.recover_swap(tmp_path / "sets")  # the pid's now another's
+            assert (tmp_path / "sets" / "a.txt").read_text() == "still being swapped"
+            assert connect4_positions.swap_leftovers(tmp_path / "sets") == []
+        finally:
+            other.kill()
+
+
 def test_make_sets_writes_in_place_where_a_new_folder_would_be_noticed(tmp_path, monkeypatch):
     """The folder swap is only for a folder nobody notices being replaced. Where the process
     works in it (a shell there was left in the removed old folder, seeing nothing), where

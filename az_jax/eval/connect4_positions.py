@@ -274,7 +274,7 @@ def _swap_folder(folder: Path, texts: dict[str, str]) -> bool:
     """`write_files` for a folder that holds only files of `texts`' names: see there. False,
     with everything as it was, where the system refuses a rename (`write_files` then writes
     file by file)."""
-    token = f"{os.getpid()}.{secrets.token_hex(4)}"
+    token = f"{_process_tag(os.getpid())}.{secrets.token_hex(4)}"
     new = folder.with_name(f".{folder.name}.new-{token}")
     old = folder.with_name(f".{folder.name}.old-{token}")
     os.mkdir(new)
@@ -306,8 +306,9 @@ def _swap_folder(folder: Path, texts: dict[str, str]) -> bool:
 
 def swap_leftovers(folder) -> list[Path]:
     """What a `write_files` of `folder` left beside it when it was killed mid-swap (or is
-    swapping now): the hidden `.<folder>.old-<pid>.<hex>` and `.<folder>.new-<pid>.<hex>`
-    folders, old ones first."""
+    swapping now): the hidden `.<folder>.old-<pid>[-<start>].<hex>` and
+    `.<folder>.new-<pid>[-<start>].<hex>` folders (`<start>`: the writer's start time, where
+    the system tells it), old ones first."""
     folder = Path(folder)
     if not folder.parent.is_dir():
         return []
@@ -318,8 +319,9 @@ def swap_leftovers(folder) -> list[Path]:
 
 
 def _leftover(folder: Path) -> re.Pattern:
-    """The names `_swap_folder` gives `folder`'s new and old groups: (old|new), pid."""
-    return re.compile(rf"\.{re.escape(folder.name)}\.(old|new)-(\d+)\.[0-9a-f]+")
+    """The names `_swap_folder` gives `folder`'s new and old groups: (old|new), pid, the
+    writer's start time (absent in names written before stop 71, or where unknown)."""
+    return re.compile(rf"\.{re.escape(folder.name)}\.(old|new)-(\d+)(?:-(\d+))?\.[0-9a-f]+")
 
 
 def recover_swap(folder) -> None:
@@ -330,8 +332,8 @@ def recover_swap(folder) -> None:
     touched."""
     folder = Path(folder)
     for left in swap_leftovers(folder):
-        kind, pid = _leftover(folder).fullmatch(left.name).group(1, 2)
-        if _running(int(pid)):
+        kind, pid, start = _leftover(folder).fullmatch(left.name).group(1, 2, 3)
+        if _running(int(pid), None if start is None else int(start)):
             continue
         if kind == "old" and not folder.exists():
             os.rename(left, folder)
@@ -345,11 +347,36 @@ def recover_swap(folder) -> None:
                 left.rmdir()
 
 
-def _running(pid: int) -> bool:
-    """Whether process `pid` is alive, this one excepted (it is not swapping: a container's
-    command often has the same pid every run, and would never put its leftovers right)."""
+def _process_tag(pid: int) -> str:
+    """`pid`, and where the system tells it (Linux's /proc) `-<its start time>`: a later
+    process given the same pid has another."""
+    start = _start_time(pid)
+    return str(pid) if start is None else f"{pid}-{start}"
+
+
+def _start_time(pid: int) -> int | None:
+    """Process `pid`'s start time in clock ticks since boot (/proc/<pid>/stat's 22nd
+    field), or None where there is no such file to read."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # The name (field 2) is in parentheses and may hold spaces: count after the last one.
+    fields = stat_line[stat_line.rfind(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _running(pid: int, start: int | None = None) -> bool:
+    """Whether process `pid` (started at `start`, where known) is alive, this one excepted
+    (it is not swapping: a container's command often has the same pid every run, and would
+    never put its leftovers right). A live process of that pid that started at another time
+    is another process: the writer is gone."""
     if pid == os.getpid():
         return False
+    if start is not None:
+        now = _start_time(pid)
+        if now is not None:
+            return now == start
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
